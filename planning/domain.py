@@ -192,3 +192,32 @@ class ProfilePoint:
     weights_gib: float | None = None
     kv_gib_per_token: float | None = None
     max_kv_tokens: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Offer:
+    """What one inventory snapshot says can be rented: machines of one instance type in one
+    region at one pricing class, with the whole-machine price and how many are available."""
+
+    cloud: str
+    region: str
+    instance_type: str
+    pricing: Pricing
+    gpu_type: str
+    gpu_count: int
+    price_usd_per_hr: float
+    available_count: int
+
+
+@dataclass(frozen=True, slots=True)
+class ModelDemand:
+    """Demand of one model for the planning window, with its SLOs and priority weight."""
+
+    model: str
+    rate_req_per_s: float
+    mean_input_tokens: float
+    mean_output_tokens: float
+    ttft_slo_s: float
+    tpot_slo_s: float
+    workload_class: str
+    priority: float = 1.0
