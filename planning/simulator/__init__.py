@@ -1,0 +1,1 @@
+"""Discrete-event simulator of P/D-disaggregated and colocated LLM serving."""
