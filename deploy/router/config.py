@@ -1,0 +1,117 @@
+"""The router's config file (JSON or YAML), validated by pydantic, converted at once to core values.
+
+Example (YAML):
+
+    listen_host: 127.0.0.1
+    listen_port: 8000
+    model: meta-llama/Llama-3.1-8B-Instruct
+    engine: vllm
+    ttft_slo_s: 1.0
+    tpot_slo_s: 0.05
+    instances:
+      - {id: p0, url: http://10.0.0.5:8100, role: prefill}
+      - {id: d0, url: http://10.0.0.6:8200, role: decode}
+    perf: {prefill_fixed_s: 0.01, prefill_s_per_token: 0.00005, decode_fixed_s: 0.01,
+           decode_s_per_seq: 0.0001, decode_s_per_context_token: 0.0, kv_transfer_s_per_token: 0.0,
+           kv_capacity_tokens: 400000}
+    fluidpd: {role_window_s: 5.0}     # FluidPD elasticity parameters; omitted ones take defaults
+
+The upstreams are exactly `instances`: the router never forwards anywhere else.
+"""
+
+from __future__ import annotations
+
+import json
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, HttpUrl, field_validator, model_validator
+
+from planning.routing.fluidpd_params import FluidPDParams
+from planning.routing.fluidpd_router import WorkerRole
+from planning.routing.pressure import LinearStepModel
+
+
+class EngineKind(StrEnum):
+    VLLM = "vllm"
+
+
+class InstanceConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    id: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_.-]+$")
+    url: HttpUrl
+    role: WorkerRole
+    perf: dict[str, float] | None = Field(None, description="overrides the deployment's perf")
+
+
+class RouterConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    listen_host: str = "127.0.0.1"
+    listen_port: int = Field(8000, ge=0, le=65535)
+    model: str | None = None
+    engine: EngineKind = EngineKind.VLLM
+    ttft_slo_s: float = Field(gt=0)
+    tpot_slo_s: float = Field(gt=0)
+    instances: list[InstanceConfig] = Field(min_length=2)
+    perf: dict[str, float] = Field(description="LinearStepModel fields of one instance")
+    fluidpd: dict[str, Any] = Field(default_factory=dict)
+    admin_token: str | None = Field(
+        None, description="bearer token for /admin; None allows loopback clients only"
+    )
+    connect_timeout_s: float = Field(2.0, gt=0)
+    prefill_timeout_s: float = Field(60.0, gt=0)
+    decode_timeout_s: float = Field(600.0, gt=0)
+    max_attempts: int = Field(3, ge=1, description="instances tried per call before giving up")
+    unhealthy_cooldown_s: float = Field(5.0, ge=0)
+    scrape_interval_s: float = Field(1.0, gt=0)
+    control_interval_s: float = Field(0.25, gt=0)
+    expected_output_tokens: int = Field(256, ge=1, description="when a request sets no max")
+
+    @field_validator("fluidpd")
+    @classmethod
+    def _params_valid(cls, value: dict[str, Any]) -> dict[str, Any]:
+        FluidPDParams.from_dict(value)
+        return value
+
+    @field_validator("perf")
+    @classmethod
+    def _perf_valid(cls, value: dict[str, float]) -> dict[str, float]:
+        linear_model(value)
+        return value
+
+    @model_validator(mode="after")
+    def _unique_ids(self) -> RouterConfig:
+        ids = [i.id for i in self.instances]
+        if len(set(ids)) != len(ids):
+            raise ValueError("instance ids must be unique")
+        roles = {i.role for i in self.instances}
+        if roles != {WorkerRole.PREFILL, WorkerRole.DECODE}:
+            raise ValueError("need at least one prefill and one decode instance at start")
+        return self
+
+    def params(self) -> FluidPDParams:
+        return FluidPDParams.from_dict(self.fluidpd)
+
+    def instance_perf(self, instance: InstanceConfig) -> LinearStepModel:
+        return linear_model({**self.perf, **(instance.perf or {})})
+
+
+def linear_model(values: dict[str, float]) -> LinearStepModel:
+    """A `LinearStepModel` from a config dict; missing or unknown fields raise ValueError."""
+    try:
+        return LinearStepModel(
+            **{k: (int(v) if k == "kv_capacity_tokens" else v) for k, v in values.items()}
+        )
+    except TypeError as exc:
+        raise ValueError(f"perf: {exc}") from exc
+
+
+def load_config(path: Path) -> RouterConfig:
+    """Read and validate a router config from a .json, .yaml or .yml file."""
+    text = path.read_text(encoding="utf-8")
+    data = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
+    return RouterConfig.model_validate(data)

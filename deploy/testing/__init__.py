@@ -1,0 +1,1 @@
+"""Test doubles for the deploy edge (fake engines); never used in production."""
