@@ -15,6 +15,7 @@ deploy nothing and are not in effect. Dollars = Σ $/h × hours in effect inside
 
 from __future__ import annotations
 
+import re
 from collections import defaultdict
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -256,3 +257,25 @@ def history_report(inputs: HistoryInputs) -> HistoryReport:
         mean_usd_per_hr=total / hours if hours else None,
         slo_attainment=_weighted([(s.hours, s.plan.slo_attainment) for s in segs]),
     )
+
+
+_PERIOD = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([mhdw])\s*$")
+_UNIT_S = {"m": 60.0, "h": 3600.0, "d": 86400.0, "w": 7 * 86400.0}
+
+
+def parse_since(since: datetime | timedelta | str, until: datetime) -> datetime:
+    """The period start: a timestamp as is, a timedelta or '30m'/'12h'/'7d'/'2w' before `until`,
+    or an ISO date/timestamp. ValueError on anything else."""
+    if isinstance(since, datetime):
+        return since
+    if isinstance(since, timedelta):
+        return until - since
+    match = _PERIOD.match(since)
+    if match:
+        return until - timedelta(seconds=float(match.group(1)) * _UNIT_S[match.group(2)])
+    try:
+        return datetime.fromisoformat(since.strip())
+    except ValueError:
+        raise ValueError(
+            f"cannot read --since {since!r}: use e.g. 7d, 12h, 30m, 2w or an ISO date"
+        ) from None

@@ -46,6 +46,9 @@ def plan_headline(report: PlanReport) -> list[str]:
         f"- **$ per million tokens**: {fmt(report.usd_per_million_tokens)}",
     ]
     for b in report.baselines:
+        if b.usd_per_hr is None:
+            lines.append(f"- **vs {b.kind}**: no cost (baseline plan status {b.status})")
+            continue
         lines.append(
             f"- **vs {b.kind}**: baseline ${fmt(b.usd_per_hr)}/h, ratio {fmt(b.ratio, 3)}×, "
             f"savings {percent(b.savings_fraction)}"
