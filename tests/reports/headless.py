@@ -114,15 +114,25 @@ class _Session:
         return reply["result"].get("value")
 
 
-def load_page(
-    html_path: Path, expressions: dict[str, str], ready: str, timeout_s: float = 40
-) -> PageResult:
-    """Open `html_path` in headless Chromium; after load, poll `ready` (a JS boolean expression)
-    until true, then evaluate `expressions` (name -> JS) and collect errors."""
+def _visit(session: _Session, html_path: Path, expressions: dict[str, str], ready: str, deadline: float) -> PageResult:  # fmt: skip
+    session.result, session.events = PageResult(), []
+    session.call("Page.navigate", url=html_path.resolve().as_uri())
+    session.wait_for("Page.loadEventFired", deadline - time.monotonic())
+    while not session.evaluate(ready) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    session.result.values = {name: session.evaluate(js) for name, js in expressions.items()}
+    session.call("Runtime.evaluate", expression="0")  # collect events that arrived meanwhile
+    return session.result
+
+
+def load_pages(
+    html_paths: list[Path], expressions: dict[str, str], ready: str, timeout_s: float = 60
+) -> list[PageResult]:
+    """Open each file in one headless Chromium (fresh profile); after its load event, poll
+    `ready` (a JS boolean) until true, evaluate `expressions` (name -> JS), collect errors."""
     binary = chromium_path()
     if binary is None:
         raise RuntimeError("chromium is not installed")
-    result = PageResult()
     deadline = time.monotonic() + timeout_s
     with tempfile.TemporaryDirectory(prefix="coral-chromium-") as profile:
         process = subprocess.Popen(
@@ -134,19 +144,13 @@ def load_page(
         try:
             port = _devtools_port(process, deadline)
             with connect(_page_ws_url(port), max_size=None, open_timeout=10) as ws:
-                session = _Session(ws, result)
+                session = _Session(ws, PageResult())
                 for domain in ("Page", "Runtime", "Log"):
                     session.call(f"{domain}.enable")
-                session.call("Page.navigate", url=html_path.resolve().as_uri())
-                session.wait_for("Page.loadEventFired", deadline - time.monotonic())
-                while not session.evaluate(ready) and time.monotonic() < deadline:
-                    time.sleep(0.1)
-                result.values = {name: session.evaluate(js) for name, js in expressions.items()}
-                session.call("Runtime.evaluate", expression="0")  # drain late events
+                return [_visit(session, p, expressions, ready, deadline) for p in html_paths]
         finally:
             process.terminate()
             try:
                 process.wait(timeout=10)
             except subprocess.TimeoutExpired:
                 process.kill()
-    return result
