@@ -127,17 +127,21 @@ def _inventory_sentence(problem: PlacementProblem) -> str:
 
 
 def _sold_out(problem: PlacementProblem, built: BuiltModel, model: str) -> str:
-    """GPU types this model's templates use that are rented to the last machine, by location."""
+    """Machines of the GPU types this model uses that are rented to the last one, by location."""
     gpu_types = {g for t in eligible_templates(problem).get(model, ()) for g in t.gpu_vector}
-    avail: dict[tuple[str, str, str, str], list[int]] = {}
+    avail: dict[tuple[str, str, str, str, int], list[int]] = {}
     for i, o in enumerate(problem.offers):
-        if o.gpu_type in gpu_types:
-            key = (o.gpu_type, o.cloud, o.region, str(o.pricing))
+        if o.gpu_type in gpu_types and o.available_count > 0:
+            key = (o.gpu_type, o.cloud, o.region, str(o.pricing), o.gpu_count)
             acc = avail.setdefault(key, [0, 0])
-            acc[0] += o.available_count * o.gpu_count
+            acc[0] += o.available_count
             var = built.y.get(i)
-            acc[1] += round(var.value() or 0) * o.gpu_count if var is not None else 0
-    full = sorted(f"{g} in {c}/{r} ({p})" for (g, c, r, p), (a, u) in avail.items() if a and u >= a)
+            acc[1] += round(var.value() or 0) if var is not None else 0
+    full = sorted(
+        f"{g} in {c}/{r} ({p}, {n}-GPU machines)"
+        for (g, c, r, p, n), (a, rented) in avail.items()
+        if rented >= a
+    )
     return "sold out: " + ", ".join(full) if full else "GPU types it needs are not offered enough"
 
 

@@ -387,7 +387,9 @@ def _splits(b: BuiltModel) -> tuple[DemandSplit, ...]:
 def _services(b: BuiltModel) -> tuple[ModelService, ...]:
     rows = []
     for m in b.problem.demands:
-        frac = min(1.0, max(0.0, float(b.u[m.model].value() or 0.0))) if m.model in b.u else 1.0
+        frac = float(b.u[m.model].value() or 0.0) if m.model in b.u else 1.0
+        # goodput stage 2 may give back the 1e-6 tolerance it was allowed; snap it
+        frac = 1.0 if frac > 1 - 1e-5 else max(0.0, frac)
         rows.append(ModelService(m.model, m.rate_req_per_s, frac, m.priority))
     return tuple(rows)
 
