@@ -1,0 +1,17 @@
+"""Serving templates: enumerate, evaluate and prune the serving instances worth running.
+
+Offline stage between profiling and placement. For every model, phase (prefill, decode,
+colocated) and workload class, `build.build_templates` turns profile tables into the
+non-dominated set of `planning.domain.Template` values:
+
+1. `stage_model`: one stage shape (GPU type, TP) of one model and phase as a function of the
+   number of layers it holds: latency by linear interpolation between profiled layer counts,
+   per-GPU memory and KV-cache capacity.
+2. `enumerate`: stage shapes and the minimal memory-feasible multisets of them (pipelines).
+3. `layer_split`: the integer layer split minimising the pipeline's bottleneck stage time.
+4. `evaluate`: throughput under the class's SLOs (prefill tokens/s under TTFT, decode tokens/s
+   under TPOT and KV memory, colocated requests/s under both).
+5. `dominance`: keep exactly the templates no other template dominates.
+
+Pure: frozen values in, frozen values out; no IO. `catalog_db.templates_io` stores the result.
+"""

@@ -1,0 +1,60 @@
+"""Parameters of a template build: search space and the hand-off model between stages."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from planning.domain import Phase
+
+
+@dataclass(frozen=True, slots=True)
+class TemplateParams:
+    """What to enumerate and how to cost a pipeline hand-off.
+
+    `max_stages_*`: pipeline depth per phase. Decode and colocated default to one stage:
+    vLLM does not run a PP>1 decode instance under P/D today (DESIGN.md, engine facts), and a
+    colocated instance decodes too. Prefill defaults to up to 4 stages.
+
+    Hand-off: a stage sends its output activations (tokens x hidden x `activation_bytes`) to
+    the next stage on another machine. The defaults are assumptions, not measurements:
+    100 Gbit/s = 12.5 GB/s is the front-end network of the smaller 8-GPU cloud machines
+    (AWS g5.48xlarge / g6.48xlarge list "100 Gigabit" on the AWS instance-type pages; p4d/p5
+    have 400-3,200 Gbit/s EFA), and 200 us is a TCP round trip inside one availability zone.
+    """
+
+    phases: tuple[Phase, ...] = (Phase.PREFILL, Phase.DECODE, Phase.COLOCATED)
+    max_stages_prefill: int = 4
+    max_stages_decode: int = 1
+    max_stages_colocated: int = 1
+    tp_degrees: tuple[int, ...] = (1, 2, 4, 8)
+    handoff_gbytes_per_s: float = 12.5
+    handoff_latency_s: float = 200e-6
+    activation_bytes: float = 2.0
+    gpu_types: tuple[str, ...] | None = field(default=None)  # None: every GPU with profiles
+
+    def max_stages(self, phase: Phase) -> int:
+        return {
+            Phase.PREFILL: self.max_stages_prefill,
+            Phase.DECODE: self.max_stages_decode,
+            Phase.COLOCATED: self.max_stages_colocated,
+        }[phase]
+
+    def to_json_dict(self) -> dict[str, Any]:
+        """Plain JSON-able dict (stored in `template_sets.params`)."""
+        values = asdict(self)
+        values["phases"] = [str(p) for p in self.phases]
+        values["tp_degrees"] = list(self.tp_degrees)
+        values["gpu_types"] = None if self.gpu_types is None else list(self.gpu_types)
+        return values
+
+    @classmethod
+    def from_json_dict(cls, values: dict[str, Any]) -> TemplateParams:
+        data = dict(values)
+        if "phases" in data:
+            data["phases"] = tuple(Phase(p) for p in data["phases"])
+        if "tp_degrees" in data:
+            data["tp_degrees"] = tuple(int(t) for t in data["tp_degrees"])
+        if data.get("gpu_types") is not None:
+            data["gpu_types"] = tuple(data["gpu_types"])
+        return cls(**data)
