@@ -41,6 +41,7 @@ Values are frozen; routers never mutate the state they are given.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
@@ -75,6 +76,7 @@ class InstanceView:
     accepting: bool  # False while draining for a role change
     pending_role: Phase | None  # the role it switches to once drained
     queued_prompt_tokens: int  # prompt tokens not yet prefilled here (waiting + running)
+    prefill_tokens_per_s: float  # nominal prefill throughput (perf.prefill_tokens_per_s)
     prefill_busy_until_s: float  # when its current prefill batch frees the (first) stage
     decode_batch: int  # requests in the running decode batch
     decode_waiting: int  # requests here waiting for KV space / a batch slot
@@ -89,13 +91,11 @@ class InstanceView:
         """Fraction of KV capacity reserved, 0..1 (vLLM `kv_cache_usage_perc` / 100)."""
         return self.kv_used_tokens / self.kv_capacity_tokens if self.kv_capacity_tokens else 1.0
 
-    @property
-    def prefill_tokens_per_s(self) -> float:
-        return self.perf.prefill_tokens_per_s
-
     def predicted_prefill_wait_s(self, now_s: float) -> float:
         """Seconds until a prompt arriving now finishes prefill here, ignoring its own length:
-        queued tokens over nominal throughput (never negative)."""
+        queued tokens over nominal throughput (never negative; inf if it cannot prefill)."""
+        if self.prefill_tokens_per_s <= 0:
+            return math.inf
         backlog_s = self.queued_prompt_tokens / self.prefill_tokens_per_s
         return max(backlog_s, self.prefill_busy_until_s - now_s, 0.0)
 

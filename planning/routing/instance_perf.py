@@ -30,6 +30,13 @@ DEFAULT_PREFILL_TOKEN_BUDGET = 8192
 DEFAULT_MAX_BATCH = 256
 
 
+@dataclass(slots=True)
+class ClampCounter:
+    """Counts lookups that fell outside a profiled grid and were clamped to its edge."""
+
+    clamp_count: int = field(default=0)
+
+
 @dataclass(frozen=True, slots=True)
 class InstancePerf:
     """What one instance can do.
@@ -55,6 +62,7 @@ class InstancePerf:
     max_batch: int = DEFAULT_MAX_BATCH
     prefill_token_budget: int = DEFAULT_PREFILL_TOKEN_BUDGET
     prefill_interval_s: LatencyFn | None = None
+    clamps: ClampCounter | None = None  # counts lookups clamped to the profiled grid
 
     def issue_interval_s(self, n: int, mean_prompt_tokens: float) -> float:
         fn = self.prefill_interval_s or self.prefill_s
@@ -65,13 +73,6 @@ class InstancePerf:
         """Nominal prefill throughput: one full-budget prompt per issue interval."""
         budget = self.prefill_token_budget
         return budget / self.issue_interval_s(1, float(budget))
-
-
-@dataclass(slots=True)
-class ClampCounter:
-    """Counts lookups that fell outside a profiled grid and were clamped to its edge."""
-
-    clamp_count: int = field(default=0)
 
 
 def _clamped(table: PerfTable, counter: ClampCounter) -> LatencyFn:
@@ -137,6 +138,7 @@ def from_tables(
         max_batch=max_batch,
         prefill_token_budget=prefill_token_budget,
         prefill_interval_s=_slowest(pre) if len(pre) > 1 else None,
+        clamps=count,
     )
 
 

@@ -72,11 +72,24 @@ class StaticRouter:
 def _by_role(
     state: ClusterState, model: str
 ) -> tuple[list[InstanceView], list[InstanceView], list[InstanceView]]:
-    groups: dict[Phase, list[InstanceView]] = {p: [] for p in Phase}
+    prefill: list[InstanceView] = []
+    decode: list[InstanceView] = []
+    colocated: list[InstanceView] = []
+    lists = {Phase.PREFILL: prefill, Phase.DECODE: decode, Phase.COLOCATED: colocated}
     for view in state.instances:
         if view.model == model and view.accepting:
-            groups[view.role].append(view)
-    return groups[Phase.PREFILL], groups[Phase.DECODE], groups[Phase.COLOCATED]
+            lists[view.role].append(view)
+    return prefill, decode, colocated
+
+
+def _least_prefill_wait(views: list[InstanceView], now_s: float) -> InstanceView:
+    """The instance whose queue drains first (first in id order on ties)."""
+    best, best_s = views[0], views[0].predicted_prefill_wait_s(now_s)
+    for view in views[1:]:
+        wait_s = view.predicted_prefill_wait_s(now_s)
+        if wait_s < best_s:
+            best, best_s = view, wait_s
+    return best
 
 
 def _decode_load(view: InstanceView) -> tuple[float, int, int]:
