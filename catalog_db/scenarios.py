@@ -294,3 +294,37 @@ def to_problem(
         time_limit_s=time_limit_s,
         name=scenario.name,
     )
+
+
+class WorkloadRow(_Strict):
+    model: str
+    rate_req_per_s: float = Field(ge=0, allow_inf_nan=False)
+    mean_input_tokens: float = Field(gt=0, allow_inf_nan=False)
+    mean_output_tokens: float = Field(gt=0, allow_inf_nan=False)
+    ttft_slo_s: float = Field(gt=0, allow_inf_nan=False)
+    tpot_slo_s: float = Field(gt=0, allow_inf_nan=False)
+    workload_class: str = "chat"
+    priority: float = Field(1.0, ge=0, allow_inf_nan=False)
+
+
+def load_workload_csv(path: str | Path) -> tuple[ModelDemand, ...]:
+    """Demand per model from a CSV with the columns of `WorkloadRow` (header row first).
+    Raises ScenarioError naming file, line and field on the first bad row."""
+    file = Path(path)
+    out = []
+    try:
+        with file.open(newline="", encoding="utf-8") as handle:
+            for line, raw in enumerate(csv.DictReader(handle), start=2):
+                values = {k: v for k, v in raw.items() if k and v not in (None, "")}
+                try:
+                    row = WorkloadRow.model_validate(values)
+                except ValidationError as error:
+                    first = error.errors()[0]
+                    field = ".".join(str(p) for p in first["loc"])
+                    raise ScenarioError(f"{file}:{line}: field {field}: {first['msg']}") from None
+                out.append(ModelDemand(**row.model_dump()))
+    except FileNotFoundError:
+        raise ScenarioError(f"{file}: no such workload file") from None
+    if not out:
+        raise ScenarioError(f"{file}: no demand rows")
+    return tuple(out)
