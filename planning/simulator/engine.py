@@ -297,12 +297,21 @@ class _Sim:
         self.wake(d)
 
     def wake(self, d: InstanceState) -> None:
-        """New work for `d`: start a step now if idle, else end the macro step early."""
+        """New work for `d`: a step boundary now if idle, else end the macro step early.
+
+        An idle instance gets a zero-length step ending now, queued behind the events already
+        due at this instant, so work arriving at the same moment starts in the same step.
+        """
         if not d.busy:
-            self.boundary(d)
-        elif d.macro_k > 1:
-            done = int((self.now - d.macro_t0) / d.macro_dt)
-            end = d.macro_c0 + min(done + 1, d.macro_k)
+            d.busy = True
+            d.macro_t0, d.macro_c0, d.macro_k, d.macro_dt = self.now, d.counter, 0, 0.0
+            d.end_counter = d.counter
+            d.version += 1
+            self.push(self.now, _STEP_END, d.id, d.version)
+        elif d.macro_k > 1 and d.macro_dt > 0:
+            # the boundary at or after now (a boundary within 1 ns of now counts as now)
+            steps = max(math.ceil((self.now - d.macro_t0) / d.macro_dt - 1e-9), 0)
+            end = d.macro_c0 + min(steps, d.macro_k)
             if end < d.end_counter:
                 d.end_counter = end
                 d.version += 1
