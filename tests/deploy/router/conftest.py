@@ -13,6 +13,9 @@ from deploy.router.app import create_app
 from deploy.router.config import RouterConfig
 from deploy.testing.fake_engine import DEFAULT_FAKE_PERF, ThreadedServer, start_fake_engine
 
+# One client for all tests: building an httpx client (its TLS context) costs ~0.1-0.3 s.
+HTTP = httpx.Client(timeout=60, trust_env=False)
+
 PERF = {
     "prefill_fixed_s": DEFAULT_FAKE_PERF.prefill_fixed_s,
     "prefill_s_per_token": DEFAULT_FAKE_PERF.prefill_s_per_token,
@@ -77,7 +80,7 @@ def start_router() -> Iterator[Callable[[RouterConfig], ThreadedServer]]:
 
 
 def engine_log(server: ThreadedServer) -> list[dict[str, Any]]:
-    return list(httpx.get(f"{server.url}/fake/log", timeout=5).json())
+    return list(HTTP.get(f"{server.url}/fake/log", timeout=5).json())
 
 
 def wait_until(predicate: Callable[[], bool], timeout_s: float = 15.0) -> None:

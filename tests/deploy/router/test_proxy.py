@@ -5,12 +5,10 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 
-import httpx
-
 from deploy.router.config import RouterConfig
 from deploy.router.vllm_engine_adapter import parse_vllm_metrics
 from deploy.testing.fake_engine import ThreadedServer
-from tests.deploy.router.conftest import engine_log, router_config
+from tests.deploy.router.conftest import HTTP, engine_log, router_config
 
 Start = Callable[[RouterConfig], ThreadedServer]
 PROMPT = "one two three four five six seven eight nine ten " * 8
@@ -19,7 +17,7 @@ PROMPT = "one two three four five six seven eight nine ten " * 8
 def test_pd_flow_prefills_on_p_then_decodes_on_d_with_its_kv_params(engines, start_router: Start):
     router = start_router(router_config(engines))
     body = {"model": "fake-model", "prompt": PROMPT, "max_tokens": 6}
-    response = httpx.post(f"{router.url}/v1/completions", json=body, timeout=30)
+    response = HTTP.post(f"{router.url}/v1/completions", json=body, timeout=30)
     assert response.status_code == 200
     assert response.json()["usage"]["completion_tokens"] == 6
 
@@ -42,7 +40,7 @@ def test_streaming_chat_is_relayed_as_server_sent_events(engines, start_router: 
         "max_tokens": 5,
         "stream": True,
     }
-    with httpx.stream("POST", f"{router.url}/v1/chat/completions", json=body, timeout=30) as r:
+    with HTTP.stream("POST", f"{router.url}/v1/chat/completions", json=body, timeout=30) as r:
         assert r.status_code == 200
         lines = [line for line in r.iter_lines() if line.startswith("data: ")]
     assert lines[-1] == "data: [DONE]"
@@ -60,12 +58,12 @@ def test_fluid_token_sends_the_whole_request_to_a_decode_instance(engines, start
     config = router_config(engines, instance_perf={"p0": slow, "p1": slow})
     router = start_router(config)
     body = {"model": "fake-model", "prompt": PROMPT, "max_tokens": 4}
-    response = httpx.post(f"{router.url}/v1/completions", json=body, timeout=30)
+    response = HTTP.post(f"{router.url}/v1/completions", json=body, timeout=30)
     assert response.status_code == 200
     assert engine_log(engines["p0"]) == [] and engine_log(engines["p1"]) == []
     decode = engine_log(engines["d0"]) + engine_log(engines["d1"])
     assert len(decode) == 1 and decode[0]["kv_transfer_params"] == {}
-    metrics = httpx.get(f"{router.url}/metrics", timeout=5).text
+    metrics = HTTP.get(f"{router.url}/metrics", timeout=5).text
     assert 'coral_router_decisions_total{kind="fluid_token"} 1.0' in metrics
 
 
@@ -78,10 +76,10 @@ def test_dead_instances_are_retried_on_others(engines, start_router: Start):
     engines["d0"].stop()
     body = {"model": "fake-model", "prompt": PROMPT, "max_tokens": 3}
     for _ in range(3):
-        response = httpx.post(f"{router.url}/v1/completions", json=body, timeout=30)
+        response = HTTP.post(f"{router.url}/v1/completions", json=body, timeout=30)
         assert response.status_code == 200
     assert len(engine_log(engines["p1"])) == 3 and len(engine_log(engines["d1"])) == 3
-    failures = httpx.get(f"{router.url}/metrics", timeout=5).text
+    failures = HTTP.get(f"{router.url}/metrics", timeout=5).text
     assert 'coral_router_upstream_failures_total{worker="p0"}' in failures
     assert 'coral_router_upstream_failures_total{worker="d0"}' in failures
 
@@ -91,43 +89,41 @@ def test_all_instances_dead_answers_503(engines, start_router: Start):
     for server in engines.values():
         server.stop()
     body = {"model": "fake-model", "prompt": PROMPT, "max_tokens": 3}
-    assert httpx.post(f"{router.url}/v1/completions", json=body, timeout=30).status_code == 503
+    assert HTTP.post(f"{router.url}/v1/completions", json=body, timeout=30).status_code == 503
 
 
 def test_client_kv_params_and_foreign_paths_never_reach_other_hosts(engines, start_router: Start):
     router = start_router(router_config(engines))
     evil = {"do_remote_prefill": True, "remote_host": "203.0.113.9", "remote_engine_id": "evil"}
     body = {"model": "fake-model", "prompt": PROMPT, "max_tokens": 2, "kv_transfer_params": evil}
-    assert httpx.post(f"{router.url}/v1/completions", json=body, timeout=30).status_code == 200
+    assert HTTP.post(f"{router.url}/v1/completions", json=body, timeout=30).status_code == 200
     logs = [e for name in engines for e in engine_log(engines[name])]
     assert all(e["kv_transfer_params"].get("remote_host") != "203.0.113.9" for e in logs)
     assert all(e["kv_transfer_params"].get("remote_engine_id") != "evil" for e in logs)
     # No path or header names an upstream: proxy-style requests are simply not routes.
     for path in ("/http://203.0.113.9/v1/completions", "/proxy/v1/completions"):
-        assert httpx.post(f"{router.url}{path}", json=body, timeout=5).status_code in (404, 405)
+        assert HTTP.post(f"{router.url}{path}", json=body, timeout=5).status_code in (404, 405)
     assert len([e for name in engines for e in engine_log(engines[name])]) == len(logs)
 
 
 def test_client_errors_pass_through(engines, start_router: Start):
     router = start_router(router_config(engines))
-    response = httpx.post(f"{router.url}/v1/completions", content=b"not json", timeout=5)
+    response = HTTP.post(f"{router.url}/v1/completions", content=b"not json", timeout=5)
     assert response.status_code == 400
 
 
 def test_engine_and_router_metrics_parse(engines, start_router: Start):
     router = start_router(router_config(engines))
     body = {"model": "fake-model", "prompt": PROMPT, "max_tokens": 4}
-    assert httpx.post(f"{router.url}/v1/completions", json=body, timeout=30).status_code == 200
+    assert HTTP.post(f"{router.url}/v1/completions", json=body, timeout=30).status_code == 200
     decode_text = "".join(
-        httpx.get(f"{engines[n].url}/metrics", timeout=5).text for n in ("d0", "d1")
+        HTTP.get(f"{engines[n].url}/metrics", timeout=5).text for n in ("d0", "d1")
     )
     assert "vllm:generation_tokens_total" in decode_text
-    prefill = [
-        parse_vllm_metrics(httpx.get(f"{engines[n].url}/metrics").text) for n in ("p0", "p1")
-    ]
+    prefill = [parse_vllm_metrics(HTTP.get(f"{engines[n].url}/metrics").text) for n in ("p0", "p1")]
     assert sum(m.prompt_tokens_total for m in prefill) > 0
     assert any(m.prefill_time_mean_s is not None for m in prefill)
-    own = httpx.get(f"{router.url}/metrics", timeout=5).text
+    own = HTTP.get(f"{router.url}/metrics", timeout=5).text
     assert 'coral_router_decisions_total{kind="pd"} 1.0' in own
     assert 'coral_router_worker_role{role="prefill",worker="p0"} 1.0' in own
     assert 'coral_router_pressure{role="decode"}' in own
