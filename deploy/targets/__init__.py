@@ -1,0 +1,1 @@
+"""Deploy targets: where rendered units run (kubernetes, ec2, local, dry-run), one protocol."""
