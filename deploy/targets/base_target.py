@@ -33,6 +33,7 @@ class TargetCannotProvideError(ValueError):
 
 class DeployTarget(Protocol):
     name: TargetName
+    reachable: bool  # whether /health of its units can be polled from the rollout host
 
     def bind(self, plan_id: str, deployment_id: str) -> None:
         """The rollout this target now applies (tags, labels)."""

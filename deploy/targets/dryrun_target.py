@@ -39,6 +39,7 @@ def _write_json(path: Path, data: Any) -> Path:
 
 class DryRunTarget:
     name = TargetName.DRY_RUN
+    reachable = False  # health checks can reach its units from here
 
     def __init__(self, out_dir: Path) -> None:
         self.out_dir = Path(out_dir)

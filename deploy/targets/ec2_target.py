@@ -72,6 +72,7 @@ def router_user_data(router: RouterUnit, hosts: dict[str, str], image: str) -> s
 
 class Ec2Target:
     name = TargetName.EC2
+    reachable = True  # health checks can reach its units from here
 
     def __init__(
         self,

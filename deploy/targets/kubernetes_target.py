@@ -83,6 +83,7 @@ def _service_hosts(engines: Iterable[EngineUnit]) -> dict[str, str]:
 
 class KubernetesTarget:
     name = TargetName.KUBERNETES
+    reachable = False  # cluster addresses are not reachable from the rollout host
 
     def __init__(
         self,
@@ -141,7 +142,8 @@ class KubernetesTarget:
         return f"{objects[0]['kind']}/{objects[0]['metadata']['name']}"
 
     def address(self, unit: Unit, external_id: str) -> str | None:
-        return None  # cluster DNS is not reachable from here; the readiness probe gates pods
+        """The Service's cluster DNS name (peers use it; readiness probes gate the pods)."""
+        return f"{external_id.split('/', 1)[1]}:{unit.http_port}"
 
     def update_router(self, router: RouterUnit, external_id: str, hosts: dict[str, str]) -> None:
         for obj in router_objects(router, hosts, self.opts):

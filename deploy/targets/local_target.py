@@ -8,6 +8,7 @@ tracked by pid files under `state_dir`, so a rerun finds them and delete stops o
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -54,6 +55,7 @@ def vllm_launcher(unit: Unit, port: int, config_path: Path) -> list[str]:
 
 class LocalTarget:
     name = TargetName.LOCAL
+    reachable = True  # health checks can reach its units from here
 
     def __init__(
         self,
@@ -155,10 +157,8 @@ def _alive(pid: int) -> bool:
 
 
 def _reap(pid: int) -> None:
-    try:
+    with contextlib.suppress(ChildProcessError):
         os.waitpid(pid, 0)
-    except ChildProcessError:
-        pass
 
 
 @register_target(TargetName.LOCAL)
