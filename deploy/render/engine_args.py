@@ -9,7 +9,8 @@ it was checked against. Policy choices, with their reasons:
 - `--max-num-seqs`: the template's evaluated max batch (decode: the largest batch under the
   TPOT SLO that fits the KV cache), else vLLM's default of 256.
 - `--max-num-batched-tokens`: prefill, one full batch of the class's prompts per step; decode,
-  one token per running sequence plus, with FluidToken, one prefill chunk.
+  one token per running sequence plus, with FluidToken, one prefill chunk; a flippable
+  (`kv_both`) decode instance also fits one whole prompt per step, for when it runs prefill.
 - `--long-prefill-token-threshold` (FluidToken on decode workers): a static ceiling of
   `fluid_token_max_step_share` × the class's prompt length, rounded down to whole KV blocks.
   The router enforces the live per-step budget (`planning.routing.pressure`); the engine flag
@@ -74,8 +75,11 @@ def _budgets(shape: EngineShape, role: str | None, options: RenderOptions) -> tu
     does_decode = shape.role is Phase.DECODE or role == "kv_both"
     chunk = fluid_token_chunk_tokens(shape, options) if shape.fluid_token and does_decode else 0
     decode_tokens = seqs + chunk
-    if shape.role is Phase.COLOCATED or role == "kv_both":
+    if shape.role is Phase.COLOCATED:
         return seqs, max(prefill_tokens, decode_tokens), chunk
+    if role == "kv_both":  # flippable: room for one full prompt per step in either role
+        own = prefill_tokens if shape.role is Phase.PREFILL else shape.input_tokens
+        return seqs, max(own, decode_tokens), chunk
     if shape.role is Phase.PREFILL:
         return seqs, prefill_tokens, 0
     return seqs, decode_tokens, chunk

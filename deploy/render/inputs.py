@@ -44,6 +44,7 @@ class TemplateSpec:
     template: Template
     pp_layer_partition: str | None
     input_tokens: int  # of the template's workload class: sizes the token budgets
+    output_tokens: int  # of the workload class: sizes the router's KV capacity estimate
 
 
 @dataclass(frozen=True, slots=True)

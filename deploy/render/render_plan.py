@@ -24,6 +24,7 @@ from deploy.render.units import (
     RouterInstance,
     RouterUnit,
     StageMachine,
+    unit_name,
 )
 from planning.domain import Phase, Stage
 from planning.routing.fluidpd_params import FluidPDParams
@@ -185,17 +186,61 @@ def render_engines(
     )
 
 
+def _instance_perf(spec: TemplateSpec) -> tuple[tuple[str, float], ...]:
+    """The router's perf model of one instance from its template's evaluated rating
+    (a linear model through the rated point: no fixed cost, no KV-transfer term)."""
+    t = spec.template
+    if t.phase is Phase.PREFILL:
+        if not t.throughput_tokens_per_s:
+            raise RenderError(f"template {t.template_id} has no prefill tokens/s rating")
+        return (("prefill_s_per_token", 1.0 / t.throughput_tokens_per_s),)
+    if not (t.latency_s and t.max_batch):
+        raise RenderError(f"template {t.template_id} has no TPOT and max batch rating")
+    kv_tokens = t.max_batch * (spec.input_tokens + spec.output_tokens)
+    return (
+        ("decode_s_per_seq", t.latency_s / t.max_batch),
+        ("kv_capacity_tokens", float(kv_tokens)),
+    )
+
+
+def _group_perf(instances: tuple[RouterInstance, ...]) -> tuple[tuple[str, float], ...]:
+    """Shared LinearStepModel: the first prefill's and first decode's terms; zeros elsewhere."""
+    base = dict.fromkeys(_PERF_FIELDS, 0.0)
+    for role in (Phase.PREFILL, Phase.DECODE):
+        first = next(i for i in instances if i.role is role)
+        base.update(dict(first.perf))
+    return tuple(sorted(base.items()))
+
+
+_PERF_FIELDS = (
+    "prefill_fixed_s", "prefill_s_per_token", "decode_fixed_s", "decode_s_per_seq",
+    "decode_s_per_context_token", "kv_transfer_s_per_token", "kv_capacity_tokens",
+)  # fmt: skip
+
+
 def render_router(
     data: RenderInput,
     engines: tuple[EngineUnit, ...],
     fluidpd: FluidPDParams,
     options: RenderOptions,
 ) -> RouterUnit:
+    """The FluidPD router of one (cloud, region, model) group of P/D engines."""
     first = engines[0]
     try:
         slo = data.slo(first.model)
     except KeyError:
         raise RenderError(f"plan {data.plan_id} has no SLOs for model {first.model}") from None
+    instances = tuple(
+        RouterInstance(
+            e.unit_id,
+            unit_name(e.unit_id),
+            e.role,
+            e.kv_role,
+            e.http_port,
+            _instance_perf(data.template(e.template_id)),
+        )
+        for e in engines
+    )
     return RouterUnit(
         unit_id=f"router/{first.cloud}/{first.region}/{first.model}",
         model=first.model,
@@ -204,7 +249,8 @@ def render_router(
         http_port=options.router_port,
         ttft_slo_s=slo.ttft_slo_s,
         tpot_slo_s=slo.tpot_slo_s,
-        instances=tuple(RouterInstance(e.unit_id, e.role, e.kv_role, e.http_port) for e in engines),
+        instances=instances,
+        perf=_group_perf(instances),
         fluidpd=tuple(sorted(fluidpd.to_dict().items())),
     )
 
@@ -233,7 +279,10 @@ def render_deployment(
     groups: dict[tuple[str, str, str], list[EngineUnit]] = {}
     for engine in engines:
         groups.setdefault((engine.cloud, engine.region, engine.model), []).append(engine)
+    # The router fronts P/D pairs; colocated-only groups are plain replicas (no FluidPD router).
     routers = tuple(
-        render_router(data, tuple(group), params, opts) for _, group in sorted(groups.items())
+        render_router(data, tuple(group), params, opts)
+        for _, group in sorted(groups.items())
+        if {Phase.PREFILL, Phase.DECODE} <= {e.role for e in group}
     )
     return DeploymentSpec(plan_id=data.plan_id, engines=tuple(engines), routers=routers)

@@ -90,14 +90,20 @@ class EngineUnit:
 @dataclass(frozen=True, slots=True)
 class RouterInstance:
     unit_id: str
+    name: str  # router instance id and host name (k8s Service) of the engine
     role: Phase
     kv_role: str | None
     http_port: int
+    perf: tuple[tuple[str, float], ...]  # this instance's LinearStepModel overrides
 
 
 @dataclass(frozen=True, slots=True)
 class RouterUnit:
-    """One FluidPD router per model and region, fronting that group's engines."""
+    """One FluidPD router per model and region, fronting that group's P/D engines.
+
+    `config()` is the document `deploy.router.config.RouterConfig` validates; engine URLs use
+    each instance's `name` as host unless the target passes the addresses it assigned.
+    """
 
     unit_id: str
     model: str
@@ -107,29 +113,55 @@ class RouterUnit:
     ttft_slo_s: float
     tpot_slo_s: float
     instances: tuple[RouterInstance, ...]
+    perf: tuple[tuple[str, float], ...]  # LinearStepModel fields shared by the instances
     fluidpd: tuple[tuple[str, Any], ...]  # FluidPDParams.to_dict() items, sorted
 
-    def config(self) -> dict[str, Any]:
-        """The router's config document (instances by unit id; targets add addresses)."""
+    def config(self, hosts: dict[str, str] | None = None) -> dict[str, Any]:
+        """The router config; `hosts` maps unit id → host:port the target gave the engine."""
+        where = hosts or {}
         return {
+            "listen_host": "0.0.0.0",
+            "listen_port": self.http_port,
             "model": self.model,
+            "engine": "vllm",
+            "ttft_slo_s": self.ttft_slo_s,
+            "tpot_slo_s": self.tpot_slo_s,
+            "instances": [
+                {
+                    "id": i.name,
+                    "url": f"http://{where.get(i.unit_id, f'{i.name}:{i.http_port}')}",
+                    "role": str(i.role),
+                    **({"perf": dict(i.perf)} if i.perf else {}),
+                }
+                for i in self.instances
+            ],
+            "perf": dict(self.perf),
+            "fluidpd": dict(self.fluidpd),
+        }
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "kind": "router",
+            "unit_id": self.unit_id,
+            "model": self.model,
+            "cloud": self.cloud,
             "region": self.region,
             "port": self.http_port,
             "slo": {"ttft_s": self.ttft_slo_s, "tpot_s": self.tpot_slo_s},
             "instances": [
                 {
                     "unit_id": i.unit_id,
+                    "name": i.name,
                     "role": str(i.role),
                     "kv_role": i.kv_role,
                     "port": i.http_port,
+                    "perf": dict(i.perf),
                 }
                 for i in self.instances
             ],
+            "perf": dict(self.perf),
             "fluidpd": dict(self.fluidpd),
         }
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"kind": "router", "unit_id": self.unit_id, "cloud": self.cloud, **self.config()}
 
 
 @dataclass(frozen=True, slots=True)
@@ -186,9 +218,17 @@ def router_from_dict(data: dict[str, Any]) -> RouterUnit:
         ttft_slo_s=data["slo"]["ttft_s"],
         tpot_slo_s=data["slo"]["tpot_s"],
         instances=tuple(
-            RouterInstance(i["unit_id"], Phase(i["role"]), i["kv_role"], i["port"])
+            RouterInstance(
+                i["unit_id"],
+                i["name"],
+                Phase(i["role"]),
+                i["kv_role"],
+                i["port"],
+                tuple(sorted(i["perf"].items())),
+            )
             for i in data["instances"]
         ),
+        perf=tuple(sorted(data["perf"].items())),
         fluidpd=tuple(sorted(data["fluidpd"].items())),
     )
 
@@ -199,9 +239,12 @@ def spec_hash(data: dict[str, Any]) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:8]
 
 
-def slug(text: str, max_len: int = 40) -> str:
-    """Lower-case DNS-label-safe form of a unit id (k8s names, EC2 tags, file names)."""
-    out = "".join(c if c.isalnum() else "-" for c in text.lower())
+def unit_name(unit_id: str, max_len: int = 52) -> str:
+    """DNS-label-safe name of a unit (k8s object and Service names, router instance ids, EC2
+    Name tags, file names): a readable prefix plus a hash of the full id, so distinct ids never
+    collide after truncation."""
+    out = "".join(c if c.isalnum() else "-" for c in unit_id.lower())
     while "--" in out:
         out = out.replace("--", "-")
-    return out.strip("-")[:max_len].strip("-")
+    digest = hashlib.sha256(unit_id.encode()).hexdigest()[:6]
+    return f"{out.strip('-')[: max_len - 7].strip('-')}-{digest}"
