@@ -280,3 +280,22 @@ def demands(
         if chosen.requests:
             out.append(chosen.to_demand(workload.spec(model)))
     return tuple(out)
+
+
+def assign_models(
+    base: Trace, specs: Sequence[ModelSpec], rates_req_per_s: dict[str, float] | None = None
+) -> Workload:
+    """Feed each model of `specs` from one trace: one model takes the trace as is; several
+    take evenly spaced time-shifted slices at their rate from `rates_req_per_s` (missing or 0:
+    an equal share of the trace's rate), over the trace's duration."""
+    if len(specs) == 1:
+        relabelled = tuple(replace(r, model=specs[0].model) for r in base.requests)
+        return Workload(Trace(base.name, relabelled, base.duration_s, base.origin), tuple(specs))
+    rates = rates_req_per_s or {}
+    slices = []
+    for k, spec in enumerate(specs):
+        rate = rates.get(spec.model) or base.rate_req_per_s / len(specs)
+        offset_s = k * base.duration_s / len(specs)
+        scale = rate / base.rate_req_per_s
+        slices.append(time_slice(base, offset_s, base.duration_s, scale, model=spec.model))
+    return Workload(merge(f"{base.name}:{len(specs)}models", slices), tuple(specs))
