@@ -131,7 +131,8 @@ def route_request(view: ClusterView, prompt_tokens: int, params: FluidPDParams) 
     decoders = view.accepting(WorkerRole.DECODE)
     if not decoders:
         raise NoWorkerAvailable("no healthy decode worker accepts new requests")
-    decode = min(decoders, key=lambda w: worker_decode_pressure(w, view, params))
+    pressure = {w.worker_id: worker_decode_pressure(w, view, params) for w in decoders}
+    decode = min(decoders, key=lambda w: pressure[w.worker_id])
     prefillers = view.accepting(WorkerRole.PREFILL)
     pd: RouteDecision | None = None
     if prefillers:
@@ -143,7 +144,7 @@ def route_request(view: ClusterView, prompt_tokens: int, params: FluidPDParams) 
             or ttft < params.fluid_token_trigger_pressure * view.ttft_slo_s
         ):
             return pd
-    local = _fluid_token_route(view, decoders, prompt_tokens, params)
+    local = _fluid_token_route(view, decoders, pressure, prompt_tokens, params)
     if local is not None and (pd is None or local.predicted_ttft_s < pd.predicted_ttft_s):
         return local
     if pd is not None:
@@ -155,13 +156,14 @@ def route_request(view: ClusterView, prompt_tokens: int, params: FluidPDParams) 
 def _fluid_token_route(
     view: ClusterView,
     decoders: tuple[WorkerView, ...],
+    pressure: dict[str, float],
     prompt_tokens: int,
     params: FluidPDParams,
 ) -> RouteDecision | None:
     """The decode worker that prefills this prompt locally soonest within the budget, if any."""
     best: RouteDecision | None = None
     for w in decoders:
-        if worker_decode_pressure(w, view, params) >= params.fluid_token_max_decode_pressure:
+        if pressure[w.worker_id] >= params.fluid_token_max_decode_pressure:
             continue
         if w.kv_capacity_tokens and (
             kv_usage(w.load, w.kv_capacity_tokens) + prompt_tokens / w.kv_capacity_tokens
@@ -312,11 +314,13 @@ class InstancePerfModel:
         step = self.perf.decode_step_s(batch, max(context_tokens / batch, 1.0)) if batch else 0.0
         if prefill_tokens <= 0:
             return step
-        chunk = self.perf.prefill_s(1, prefill_tokens) - self.perf.prefill_s(1, 1.0)
-        return step + max(chunk, 0.0) if batch else self.perf.prefill_s(1, prefill_tokens)
+        return step + self.perf.prefill_s(1, prefill_tokens)
 
     def kv_transfer_s(self, prompt_tokens: float) -> float:
         return prompt_tokens * self.kv_s_per_token
+
+    def max_chunk_tokens(self, batch: int) -> int:
+        return max(self.perf.prefill_token_budget - batch, 0)
 
 
 _ROLE_OF_PHASE = {Phase.PREFILL: WorkerRole.PREFILL, Phase.DECODE: WorkerRole.DECODE}

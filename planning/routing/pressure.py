@@ -38,6 +38,11 @@ class StepLatencyModel(Protocol):
         """Seconds to move the KV cache of `prompt_tokens` from a prefill to a decode worker."""
         ...
 
+    def max_chunk_tokens(self, batch: int) -> int:
+        """Most prefill tokens one step may carry beside `batch` decode tokens (the engine's
+        token budget, vLLM `--max-num-batched-tokens`)."""
+        ...
+
 
 @dataclass(frozen=True, slots=True)
 class LinearStepModel:
@@ -73,6 +78,9 @@ class LinearStepModel:
 
     def kv_transfer_s(self, prompt_tokens: float) -> float:
         return prompt_tokens * self.kv_transfer_s_per_token
+
+    def max_chunk_tokens(self, batch: int) -> int:
+        return max(self.kv_capacity_tokens, 1)
 
 
 def fit_linear_model(
@@ -160,7 +168,9 @@ def decode_pressure(
     Local prefill work queued on the worker (FluidToken) counts through the chunk it adds to
     each step, capped at what is queued.
     """
-    chunk = min(load.queued_prompt_tokens, _largest_chunk(load, perf, tpot_slo_s, 1.0))
+    chunk = 0.0
+    if load.queued_prompt_tokens > 0:
+        chunk = min(load.queued_prompt_tokens, _largest_chunk(load, perf, tpot_slo_s, 1.0))
     tpot = predicted_tpot_s(load, perf, chunk)
     return max(kv_usage(load, kv_capacity_tokens) / kv_high_watermark, tpot / tpot_slo_s)
 
