@@ -13,6 +13,7 @@ from catalog_db.connection import CatalogBusyError
 from catalog_db.reports_io import ReportResult, build_history_report, build_plan_report
 from flows.cli.output import OutputFormat, print_rows
 from flows.settings import Settings
+from reports.markdown import fmt
 
 err = Console(stderr=True)
 
@@ -20,7 +21,8 @@ err = Console(stderr=True)
 def _print_result(result: ReportResult, name: str) -> None:
     table = result.tables[name]
     if table.rows:
-        print_rows(list(table.columns), list(table.rows), OutputFormat.TABLE, title=name)
+        shown = [[fmt(v, 6) if isinstance(v, float) else v for v in row] for row in table.rows]
+        print_rows(list(table.columns), shown, OutputFormat.TABLE, title=name)
     else:
         typer.echo(f"{name}: no rows")
     typer.echo(f"report {result.report_id}")
