@@ -85,3 +85,24 @@ def test_simulate_plan_stores_a_sim_runs_row(catalog_path: Path) -> None:
     # two 1-GPU instances at the template's $3/h, held at least the trace's 19.5 s
     assert row[7] == pytest.approx(3.0 * summary.gpu_hours)
     assert summary.gpu_hours >= 2 * 19.5 / 3600
+
+
+def test_cli_simulate_prints_and_stores_the_run(catalog_path: Path, tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from flows.cli.main import app
+
+    seed_plan(catalog_path, prefill_count=1, decode_count=1)
+    csv = tmp_path / "t.csv"
+    rows = "".join(f"2023-11-16 18:00:{i:02d}.0000000,300,10\n" for i in range(30))
+    csv.write_text("TIMESTAMP,ContextTokens,GeneratedTokens\n" + rows, encoding="utf-8")
+    runner = CliRunner()
+    args = ["--db", str(catalog_path), "simulate", "--plan", "plan1", "--trace", str(csv)]
+    result = runner.invoke(app, [*args, "--seed", "3", "-f", "json"])
+    assert result.exit_code == 0, result.output
+    (printed,) = json.loads(result.stdout)
+    assert (printed["requests"], printed["seed"], printed["policy"]) == (30, 3, "static")
+    with read_connection(catalog_path) as con:
+        assert con.execute("SELECT count(*) FROM sim_runs").fetchone() == (1,)
+    missing = runner.invoke(app, ["--db", str(catalog_path), "simulate", "--plan", "nope"])
+    assert missing.exit_code == 1 and "nope" in missing.output
