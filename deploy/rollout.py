@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
 
@@ -105,21 +105,24 @@ class _Run:
     new_ext: dict[str, str]
     executed: list[str]
     skipped: list[str]
+    pending: list[tuple[str, str, str, str | None]] = field(default_factory=list)
 
     def record(self, action: Action | str, kind: str, unit_id: str | None, status: str,
                message: str | None = None) -> None:  # fmt: skip
+        """One event, plus the unit updates the action queued, in one transaction."""
         action_id = action.action_id if isinstance(action, Action) else action
         with write_transaction(self.db) as con:
             deploy_io.record_event(
                 con, self.deployment_id, action_id, kind, unit_id, status, message
             )
+            for deployment_id, unit, unit_status, external_id in self.pending:
+                deploy_io.set_unit(con, deployment_id, unit, unit_status, external_id)
+        self.pending.clear()
 
     def set_unit(self, unit_id: str, status: str, external_id: str | None = None,
                  deployment_id: str | None = None) -> None:  # fmt: skip
-        with write_transaction(self.db) as con:
-            deploy_io.set_unit(
-                con, deployment_id or self.deployment_id, unit_id, status, external_id
-            )
+        """Queue a unit update; written with the action's next event."""
+        self.pending.append((deployment_id or self.deployment_id, unit_id, status, external_id))
 
     @property
     def cur_ext(self) -> dict[str, str]:
@@ -164,7 +167,7 @@ def _create(run: _Run, action: Action) -> None:
     external_id = run.target.find(unit) or run.target.create(unit, hosts)
     run.new_ext[unit.unit_id] = external_id
     run.set_unit(unit.unit_id, "starting", external_id)
-    _gate(run, unit, external_id)
+    _gate(run, unit, external_id)  # a failure records the unit as starting, with its id
     run.set_unit(unit.unit_id, "running")
 
 

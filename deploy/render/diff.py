@@ -1,7 +1,7 @@
 """Desired vs current deployment → ordered rollout actions (pure).
 
-Order keeps capacity at or above demand: new routers and engines are created (and
-health-gated) first; then routers take their new instance lists and FluidPD parameters in
+Order keeps capacity at or above demand: new engines, then the routers of new groups (which
+need their engines' addresses), are created (and health-gated) first; then routers take their new instance lists and FluidPD parameters in
 place; then engines flip roles through the router (no restart); only then are surplus
 engines drained and deleted, and routers of groups that disappear are deleted last.
 
@@ -83,9 +83,9 @@ def diff_deployments(current: DeploymentSpec | None, desired: DeploymentSpec) ->
     flips = _match_flips(gone, new)
     flipped_old = {old.unit_id for old, _ in flips}
     gone = [u for u in gone if u.unit_id not in flipped_old]
-    actions = [_action(ActionKind.CREATE, r, "new router") for r in desired.routers
-               if r.unit_id not in cur_r]  # fmt: skip
-    actions += [_action(ActionKind.CREATE, u, f"{u.role} on {_machines(u)}") for u in new]
+    actions = [_action(ActionKind.CREATE, u, f"{u.role} on {_machines(u)}") for u in new]
+    actions += [_action(ActionKind.CREATE, r, "new router") for r in desired.routers
+                if r.unit_id not in cur_r]  # fmt: skip
     actions += [
         _action(ActionKind.UPDATE_ROUTER, r, f"{len(r.instances)} instances, FluidPD params")
         for r in desired.routers
