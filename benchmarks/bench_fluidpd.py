@@ -12,8 +12,11 @@ replayed `x` times faster than recorded (`planning.workload.time_slice`).
 
 from __future__ import annotations
 
-import asyncio
+import json
+import os
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -26,9 +29,7 @@ from catalog_db import queries
 from catalog_db.connection import read_connection
 from catalog_db.setup import init_catalog
 from catalog_db.traces import load_trace
-from deploy.router.app import create_app
-from deploy.router.config import RouterConfig
-from deploy.testing.fake_engine import ThreadedServer, create_fake_engine, free_port
+from deploy.testing.fake_engine import free_port
 from planning import simulator
 from planning.domain import Dtype, Phase
 from planning.perf_table import PerfTable, StageKey
@@ -198,62 +199,88 @@ def _percentiles(samples: list[float]) -> tuple[float, float]:
     return statistics.median(ordered), ordered[min(int(0.99 * len(ordered)), len(ordered) - 1)]
 
 
-async def _timed_posts(url: str, body: dict, n: int, calls: int = 1) -> list[float]:
-    """Latency (s) of `n` sequential requests; `calls` > 1 mimics a client doing P/D itself."""
-    async with httpx.AsyncClient(trust_env=False) as client:
-        samples = []
+def _timed_posts(pairs: list[tuple[str, int]], body: dict, n: int) -> list[list[float]]:
+    """Latency (s) of `n` rounds; each round times one request per (url, calls) target in turn
+    (interleaved, so machine noise hits both alike); `calls` = 2 mimics a client doing P/D."""
+    samples: list[list[float]] = [[] for _ in pairs]
+    with httpx.Client(trust_env=False, timeout=30) as client:
         for _ in range(n):
-            start = time.perf_counter()
-            for _ in range(calls):
-                (await client.post(url, json=body, timeout=30)).raise_for_status()
-            samples.append(time.perf_counter() - start)
-        return samples
+            for (url, calls), out in zip(pairs, samples, strict=True):
+                start = time.perf_counter()
+                for _ in range(calls):
+                    client.post(url, json=body).raise_for_status()
+                out.append(time.perf_counter() - start)
+    return samples
+
+
+def _spawn(args: list[str], url: str) -> subprocess.Popen[bytes]:
+    """Start a server process and wait (bounded) until it answers on `url`."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", *args],
+        cwd=Path(__file__).parent.parent,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(url, timeout=1, trust_env=False).status_code == 200:
+                return proc
+        except httpx.TransportError:
+            time.sleep(0.1)
+    proc.terminate()
+    raise RuntimeError(f"{args} did not come up")
 
 
 def router_overhead(n: int = 300) -> str:
-    """p50/p99 added latency of the proxy vs calling the fake engine directly (no sleeps)."""
-    engines = []
-    for name in ("p0", "d0"):
-        port = free_port()
-        engines.append(ThreadedServer(create_fake_engine(name, time_scale=0.0, port=port), port))
-    for engine in engines:
-        engine.start()
+    """p50/p99 added latency of the proxy vs calling the fake engine directly (no sleeps);
+    engines and router each in their own process, all on 127.0.0.1."""
+    ports = {name: free_port() for name in ("p0", "d0", "r_pd", "r_ft")}
+    url = {name: f"http://127.0.0.1:{port}" for name, port in ports.items()}
+    procs = [
+        _spawn(
+            ["deploy.testing.fake_engine", "--id", name, "--port", str(ports[name]),
+             "--time-scale", "0"],
+            f"{url[name]}/health",
+        )
+        for name in ("p0", "d0")
+    ]  # fmt: skip
     perf = {
         "prefill_fixed_s": 0.005, "prefill_s_per_token": 1e-4, "decode_fixed_s": 0.005,
         "decode_s_per_seq": 2e-4, "decode_s_per_context_token": 0.0,
         "kv_transfer_s_per_token": 0.0, "kv_capacity_tokens": 200_000,
     }  # fmt: skip
-    rows = []
-    try:
-        for label, fluidpd in (
-            ("P/D (2 upstream calls)", {"fluid_token_enabled": False}),
-            ("FluidToken (1 upstream call)", {"fluid_token_trigger_pressure": 0.0}),
-        ):
-            config = RouterConfig.model_validate({
-                "ttft_slo_s": 1.0, "tpot_slo_s": 0.05, "perf": perf, "fluidpd": fluidpd,
-                "instances": [
-                    {"id": "p0", "url": engines[0].url, "role": "prefill"},
-                    {"id": "d0", "url": engines[1].url, "role": "decode"},
-                ],
-            })  # fmt: skip
-            router = ThreadedServer(create_app(config)).start()
-            try:
-                body = {"model": "fake-model", "prompt": "hello world " * 100, "max_tokens": 4}
-                calls = 2 if label.startswith("P/D") else 1
-                direct = asyncio.run(
-                    _timed_posts(f"{engines[1].url}/v1/completions", body, n, calls)
-                )
-                proxied = asyncio.run(_timed_posts(f"{router.url}/v1/completions", body, n))
-            finally:
-                router.stop()
-            (d50, d99), (p50, p99) = _percentiles(direct), _percentiles(proxied)
-            rows.append(
-                f"| {label} | {1e3 * d50:.2f} / {1e3 * d99:.2f} | {1e3 * p50:.2f} / "
-                f"{1e3 * p99:.2f} | {1e3 * (p50 - d50):+.2f} / {1e3 * (p99 - d99):+.2f} |"
-            )
-    finally:
-        for engine in engines:
-            engine.stop()
+    instances = [
+        {"id": "p0", "url": url["p0"], "role": "prefill"},
+        {"id": "d0", "url": url["d0"], "role": "decode"},
+    ]
+    modes = {"r_pd": {"fluid_token_enabled": False}, "r_ft": {"fluid_token_trigger_pressure": 0}}
+    with tempfile.TemporaryDirectory() as tmp:
+        try:
+            for name, fluidpd in modes.items():
+                config = {
+                    "listen_port": ports[name], "ttft_slo_s": 1.0, "tpot_slo_s": 0.05,
+                    "perf": perf, "fluidpd": fluidpd, "instances": instances,
+                }  # fmt: skip
+                path = Path(tmp) / f"{name}.json"
+                path.write_text(json.dumps(config), encoding="utf-8")
+                procs.append(_spawn(["deploy.router.server", str(path)], f"{url[name]}/health"))
+            body = {"model": "fake-model", "prompt": "hello world " * 100, "max_tokens": 4}
+            api = "/v1/completions"
+            d_pd, r_pd, d_ft, r_ft = _timed_posts(
+                [(url["d0"] + api, 2), (url["r_pd"] + api, 1), (url["d0"] + api, 1),
+                 (url["r_ft"] + api, 1)],
+                body,
+                n,
+            )  # fmt: skip
+        finally:
+            for proc in procs:
+                proc.terminate()
+                proc.wait(timeout=10)
+    rows = [
+        _overhead_row("P/D (2 upstream calls)", d_pd, r_pd),
+        _overhead_row("FluidToken (1 upstream call)", d_ft, r_ft),
+    ]
     header = (
         "| path | direct p50 / p99 (ms) | through router p50 / p99 (ms) | added p50 / p99 (ms) |\n"
         "|---|---:|---:|---:|"
@@ -261,8 +288,17 @@ def router_overhead(n: int = 300) -> str:
     return header + "\n" + "\n".join(rows)
 
 
+def _overhead_row(label: str, direct: list[float], proxied: list[float]) -> str:
+    (d50, d99), (p50, p99) = _percentiles(direct), _percentiles(proxied)
+    return (
+        f"| {label} | {1e3 * d50:.2f} / {1e3 * d99:.2f} | {1e3 * p50:.2f} / {1e3 * p99:.2f} "
+        f"| {1e3 * (p50 - d50):+.2f} / {1e3 * (p99 - d99):+.2f} |"
+    )
+
+
 def run() -> str:
     started = time.perf_counter()
+    load_before = os.getloadavg()[0]
     perf = h100_llama8b()
     conv, code = load_trace("conv", model=MODEL), load_trace("code", model=MODEL)
     table, best_gain, worst = attainment_table(perf, conv, code)
@@ -272,11 +308,12 @@ def run() -> str:
     rate16 = decisions_per_s(16)
     rate4 = decisions_per_s(4)
     elapsed = time.perf_counter() - started
+    load = f"1-min load average {load_before:.1f} at start, {os.getloadavg()[0]:.1f} at end"
     return f"""## FluidPD elasticity (issue 8)
 
 Command: `.venv/bin/python -m benchmarks.run fluidpd` ({elapsed:.0f} s; on a shared machine with
-other jobs running, so the wall times below are noisy; the simulated attainments are exact for
-their inputs).
+other jobs running ({load}), so the wall times below are noisy; the simulated attainments are
+deterministic for their inputs).
 
 {__doc__.split(chr(10) + chr(10), 1)[1].strip()}
 
@@ -291,9 +328,12 @@ against static at any load: **{worst:+.1f} pp** (goal: no worse than -1 pp).
 
 {sweep}
 
-### Live router overhead (loopback, fake engine with zero modelled latency, {300} sequential
-non-streaming requests per row; "direct" = the client calling the engine itself, the same number
-of calls the router makes)
+### Live router overhead
+
+Loopback; fake engines with zero modelled latency and the router each in their own process;
+300 sequential non-streaming requests per path, interleaved with the direct calls; "direct" is
+the client calling the engine itself with the same number of calls the router makes. On this
+2-core machine the client, two engines and the router share the cores with other jobs.
 
 {overhead}
 

@@ -13,6 +13,7 @@ Tokens are counted as whitespace-separated words of the prompt (a stand-in for a
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import json
 import socket
@@ -319,3 +320,20 @@ def start_fake_engine(engine_id: str, time_scale: float = 1.0, **kwargs: Any) ->
     port = free_port()
     app = create_fake_engine(engine_id, time_scale=time_scale, port=port, **kwargs)
     return ThreadedServer(app, port).start()
+
+
+def main(argv: list[str] | None = None) -> None:
+    """`python -m deploy.testing.fake_engine --id p0 --port 8100`: serve one fake engine on
+    127.0.0.1 in its own process (benchmarks measure the router without sharing its GIL)."""
+    parser = argparse.ArgumentParser(description="TEST DOUBLE: a fake vLLM engine, no model")
+    parser.add_argument("--id", required=True)
+    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--time-scale", type=float, default=1.0)
+    parser.add_argument("--model", default="fake-model")
+    args = parser.parse_args(argv)
+    app = create_fake_engine(args.id, args.model, time_scale=args.time_scale, port=args.port)
+    uvicorn.run(app, host="127.0.0.1", port=args.port, log_level="warning")
+
+
+if __name__ == "__main__":
+    main()
