@@ -4,7 +4,9 @@
 nightly flow wrap. It returns the kept templates, every rated template (for tests and
 reports) and per-group counts:
 
-- `enumerated`: all multisets of 1..S usable stage shapes (the unpruned search space, counted);
+- `unrestricted`: all multisets of 1..S usable stage shapes (mixed TP, any GPU types), counted;
+- `enumerated`: the same inside the space `TemplateParams` allows (one TP degree per pipeline,
+  at most `max_gpu_types_per_pipeline` GPU types), counted, not materialised;
 - `evaluated`: minimal memory-feasible multisets, rated (see `enumerate`);
 - `feasible`: rated multisets with some batch meeting the SLOs and memory;
 - `kept`: non-dominated feasible ones (see `dominance`).
@@ -14,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -39,7 +42,8 @@ class GroupCounts:
     phase: Phase
     workload_class: str
     stage_shapes: int
-    enumerated: int
+    unrestricted: int  # multisets of 1..S shapes with mixed TP and any number of GPU types
+    enumerated: int  # the same within the space params allow (uniform TP, GPU types)
     evaluated: int
     feasible: int
     kept: int
@@ -118,7 +122,20 @@ def _build_group(
     usable = [s for s, c in zip(specs, caps, strict=True) if c > 0]
     usable_caps = [c for c in caps if c > 0]
     max_stages = params.max_stages(phase)
-    candidates = minimal_multisets(usable_caps, arch.num_layers, max_stages)
+    candidates: list[tuple[int, ...]] = []
+    enumerated = 0
+    for group in _tp_groups(usable, params.uniform_tp):
+        kinds = [usable[i].primary.shape.gpu_type for i in group]
+        found = minimal_multisets(
+            [usable_caps[i] for i in group],
+            arch.num_layers,
+            max_stages,
+            kinds,
+            params.max_gpu_types_per_pipeline,
+        )
+        candidates.extend(tuple(group[j] for j in combo) for combo in found)
+        sizes = Counter(kinds).values()
+        enumerated += count_multisets(list(sizes), max_stages, params.max_gpu_types_per_pipeline)
     evaluator = PipelineEvaluator(arch, wclass, phase, params)
     templates = []
     for combo in candidates:
@@ -131,12 +148,24 @@ def _build_group(
         phase,
         wclass.workload_class,
         stage_shapes=len(usable),
-        enumerated=count_multisets(len(usable), max_stages),
+        unrestricted=count_multisets([1] * len(usable), max_stages),
+        enumerated=enumerated,
         evaluated=len(candidates),
         feasible=len(templates),
         kept=0,
     )
     return templates, count
+
+
+def _tp_groups(specs: Sequence[StageSpec], uniform_tp: bool) -> list[list[int]]:
+    """Indices of the stage shapes a pipeline may combine: one group per TP degree when every
+    stage must share it (vLLM's TP x PP grid), else one group of all."""
+    if not uniform_tp:
+        return [list(range(len(specs)))]
+    groups: dict[int, list[int]] = {}
+    for i, spec in enumerate(specs):
+        groups.setdefault(spec.primary.shape.tp, []).append(i)
+    return [groups[tp] for tp in sorted(groups)]
 
 
 def _with_kept(count: GroupCounts, kept: int) -> GroupCounts:
@@ -145,6 +174,7 @@ def _with_kept(count: GroupCounts, kept: int) -> GroupCounts:
         count.phase,
         count.workload_class,
         count.stage_shapes,
+        count.unrestricted,
         count.enumerated,
         count.evaluated,
         count.feasible,

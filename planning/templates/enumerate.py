@@ -104,28 +104,52 @@ def class_capacity(spec: StageSpec, phase: Phase, wclass: WorkloadClass) -> int:
 
 
 def minimal_multisets(
-    caps: Sequence[int], total_layers: int, max_stages: int
+    caps: Sequence[int],
+    total_layers: int,
+    max_stages: int,
+    kinds: Sequence[str] | None = None,
+    max_kinds: int | None = None,
 ) -> list[tuple[int, ...]]:
-    """Index multisets (size <= max_stages) with sum cap >= total_layers, each stage needed."""
+    """Index multisets (size <= max_stages) with sum cap >= total_layers, each stage needed,
+    using at most `max_kinds` distinct `kinds` (GPU types) when given."""
     order = sorted((i for i in range(len(caps)) if caps[i] > 0), key=lambda i: (-caps[i], i))
+    kind_of = list(kinds) if kinds is not None else [str(i) for i in range(len(caps))]
+    kind_limit = max_kinds if max_kinds is not None else max_stages
     found: list[tuple[int, ...]] = []
 
-    def extend(prefix: tuple[int, ...], start: int, held: int) -> None:
+    def extend(prefix: tuple[int, ...], start: int, held: int, used: frozenset[str]) -> None:
         slots_after = max_stages - len(prefix) - 1
         for pos in range(start, len(order)):
             i = order[pos]
             cap = caps[i]
             if held + cap * (1 + slots_after) < total_layers:
                 break  # later shapes hold no more than this one
+            now = used | {kind_of[i]}
+            if len(now) > kind_limit:
+                continue
             if held + cap >= total_layers:
                 found.append((*prefix, i))
             elif slots_after > 0:
-                extend((*prefix, i), pos, held + cap)
+                extend((*prefix, i), pos, held + cap, now)
 
-    extend((), 0, 0)
+    extend((), 0, 0, frozenset())
     return found
 
 
-def count_multisets(num_shapes: int, max_stages: int) -> int:
-    """All multisets of 1..max_stages stage shapes: the size of the unpruned search space."""
-    return sum(comb(num_shapes + k - 1, k) for k in range(1, max_stages + 1))
+def count_multisets(
+    kind_sizes: Sequence[int], max_stages: int, max_kinds: int | None = None
+) -> int:
+    """Multisets of 1..max_stages stage shapes drawn from kinds (GPU types) with the given
+    numbers of shapes, using at most `max_kinds` kinds: the size of the unpruned search space.
+
+    DP over kinds: ways[j][k] = multisets of k shapes from j kinds, each used kind contributing
+    c >= 1 shapes in comb(n + c - 1, c) ways.
+    """
+    limit = len(kind_sizes) if max_kinds is None else min(max_kinds, len(kind_sizes))
+    ways = [[0] * (max_stages + 1) for _ in range(limit + 1)]
+    ways[0][0] = 1
+    for n in kind_sizes:
+        for j in range(limit, 0, -1):
+            for k in range(max_stages, 0, -1):
+                ways[j][k] += sum(ways[j - 1][k - c] * comb(n + c - 1, c) for c in range(1, k + 1))
+    return sum(ways[j][k] for j in range(1, limit + 1) for k in range(1, max_stages + 1))

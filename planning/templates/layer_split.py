@@ -59,7 +59,9 @@ def best_split(latencies: Sequence[NDArray[np.float64]], total_layers: int) -> L
     `latencies[i][n-1]` is stage i's time with n layers, non-decreasing, truncated at the most
     layers stage i can hold (its memory limit).
     """
-    if sum(len(lat) for lat in latencies) < total_layers or min(map(len, latencies)) < 1:
+    if len(latencies) > total_layers or min(map(len, latencies)) < 1:
+        return None  # every stage holds at least one layer
+    if sum(len(lat) for lat in latencies) < total_layers:
         return None
     candidates = np.unique(np.concatenate(latencies))
     lo, hi = 0, len(candidates) - 1

@@ -16,11 +16,16 @@ class TemplateParams:
     vLLM does not run a PP>1 decode instance under P/D today (DESIGN.md, engine facts), and a
     colocated instance decodes too. Prefill defaults to up to 4 stages.
 
+    `uniform_tp`: every stage of a pipeline has the same TP degree. vLLM builds one instance
+    as a TP x PP grid (`--tensor-parallel-size` x `--pipeline-parallel-size`), so it cannot run
+    stages of different TP; set False to explore what a more flexible engine could do.
+    `max_gpu_types_per_pipeline`: an operational choice (one pipeline across three or four
+    machine types is hard to schedule and to replace), and it bounds the search.
+
     Hand-off: a stage sends its output activations (tokens x hidden x `activation_bytes`) to
-    the next stage on another machine. The defaults are assumptions, not measurements:
-    100 Gbit/s = 12.5 GB/s is the front-end network of the smaller 8-GPU cloud machines
-    (AWS g5.48xlarge / g6.48xlarge list "100 Gigabit" on the AWS instance-type pages; p4d/p5
-    have 400-3,200 Gbit/s EFA), and 200 us is a TCP round trip inside one availability zone.
+    the next stage on another machine. The defaults are the profiler's assumptions
+    (catalog_db/data/calibration/model_constants.csv: `inter_node_gbps` 12.5 GB/s = 100 Gb/s
+    Ethernet, `pp_handoff_latency_us` 50), so templates and the analytic profiles agree.
     """
 
     phases: tuple[Phase, ...] = (Phase.PREFILL, Phase.DECODE, Phase.COLOCATED)
@@ -28,8 +33,10 @@ class TemplateParams:
     max_stages_decode: int = 1
     max_stages_colocated: int = 1
     tp_degrees: tuple[int, ...] = (1, 2, 4, 8)
+    uniform_tp: bool = True
+    max_gpu_types_per_pipeline: int = 2
     handoff_gbytes_per_s: float = 12.5
-    handoff_latency_s: float = 200e-6
+    handoff_latency_s: float = 50e-6
     activation_bytes: float = 2.0
     gpu_types: tuple[str, ...] | None = field(default=None)  # None: every GPU with profiles
 
