@@ -47,7 +47,7 @@ MODEL = "meta-llama/Llama-3.1-8B-Instruct"
 GPU = "H100-SXM"
 SPEC = ModelSpec(MODEL, ttft_slo_s=1.0, tpot_slo_s=0.05)
 SEGMENT_S = 40.0
-SCALES = (2.0, 4.0, 6.0, 8.0, 10.0, 12.0, 14.0)
+SCALES = (3.0, 6.0, 8.0, 10.0, 12.0, 14.0)
 POLICIES = ("static", "fluidtoken", "fluidrole", "fluidpd")
 BATCHES = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 SEQ_LENS = (16, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384)
