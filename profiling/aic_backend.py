@@ -119,11 +119,19 @@ def _engine(target: _Target, num_layers: int) -> Any:
     )
 
 
+_CAPACITY_OVERRIDE_BYTES = 1 << 44  # 16 TiB: lets the estimate run for stages that don't fit
+
+
 @cache
 def _memory(target: _Target, num_layers: int) -> tuple[float, float, float]:
-    """(weights bytes, KV bytes per token, KV pool bytes) per GPU from AIConfigurator."""
+    """(weights bytes, KV bytes per token, non-KV bytes) per GPU from AIConfigurator.
+
+    Estimated against an oversized capacity, so that anchor stages too big for the GPU still
+    give their (linear in layers) weights and reserve; the caller applies the real capacity.
+    """
     from aiconfigurator_core.sdk.memory import estimate_kv_cache
 
+    utilization = memory_constants().gpu_memory_utilization
     estimate = estimate_kv_cache(
         _config_dir(target.aic_model, num_layers),
         target.system,
@@ -132,13 +140,15 @@ def _memory(target: _Target, num_layers: int) -> tuple[float, float, float]:
         max_num_tokens=memory_constants().max_num_batched_tokens,
         max_batch_size=KV_ESTIMATE_MAX_BATCH,
         memory_fraction_kind="of_total",
-        memory_fraction_value=memory_constants().gpu_memory_utilization,
+        memory_fraction_value=utilization,
+        gpu_memory_capacity_bytes_override=_CAPACITY_OVERRIDE_BYTES,
         **target.parallel,
     )
+    non_kv = _CAPACITY_OVERRIDE_BYTES * utilization - float(estimate["total_kv_size_bytes"])
     return (
         float(estimate["memory_breakdown"]["weights_bytes"]),
         float(estimate["kv_size_per_token_bytes"]),
-        float(estimate["total_kv_size_bytes"]),
+        non_kv,
     )
 
 
@@ -174,9 +184,10 @@ def _aic_numbers(job: ProfileJob, target: _Target) -> tuple[np.ndarray, tuple[fl
     grids = tuple(_grid(target, n, job.phase, job.batch_sizes, job.seq_lens) for n in anchors)
     memories = tuple(_memory(target, n) for n in anchors)
     latency = _linear(grids, anchors, job.num_layers)
-    weights, per_token, pool = (
+    weights, per_token, non_kv = (
         _linear((memories[0][i], memories[1][i]), anchors, job.num_layers) for i in range(3)
     )
+    pool = job.gpu.memory_gib * GIB * memory_constants().gpu_memory_utilization - non_kv
     memory = (weights / GIB, per_token / GIB, max(int(pool // per_token), 0))
     return latency, memory
 

@@ -28,7 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
-from planning.domain import Phase
+from planning.domain import Dtype, GpuType, ModelArch, Phase
 from profiling.analytic import (
     Efficiency,
     MemoryConstants,
@@ -229,3 +229,89 @@ def fit_efficiency(
     eff = Efficiency(family, mfu, mbu, layer_us, step)
     errors = np.abs(relative_errors(observations, eff, constants))
     return FitResult(eff, len(observations), float(np.median(errors)), float(errors.max()))
+
+
+@dataclass(frozen=True, slots=True)
+class PublishedRow:
+    row: str
+    model: str
+    gpu_type: str
+    tp: int
+    dtype: str
+    batch_size: int
+    input_tokens: int
+    output_tokens: int
+    metric: str  # output_tokens_per_s | avg_latency_s
+    value: float
+    source: str
+
+    def latency_ms(self) -> float:
+        """The row as the latency of one static batch (ms)."""
+        if self.metric == "avg_latency_s":
+            return self.value * 1e3
+        if self.metric == "output_tokens_per_s":
+            return self.batch_size * self.output_tokens / self.value * 1e3
+        raise ValueError(f"published row {self.row}: unknown metric {self.metric!r}")
+
+
+def published_rows(directory: Path | None = None) -> tuple[PublishedRow, ...]:
+    return tuple(
+        PublishedRow(
+            row=r["row"],
+            model=r["model"],
+            gpu_type=r["gpu_type"],
+            tp=int(r["tp"]),
+            dtype=r["dtype"],
+            batch_size=int(r["batch_size"]),
+            input_tokens=int(r["input_tokens"]),
+            output_tokens=int(r["output_tokens"]),
+            metric=r["metric"],
+            value=float(r["value"]),
+            source=r["source"],
+        )
+        for r in _rows("published_points.csv", directory)
+    )
+
+
+def published_observations(
+    rows: Sequence[PublishedRow], models: dict[str, ModelArch], gpus: dict[str, GpuType]
+) -> tuple[Observation, ...]:
+    """Published rows as whole-request observations of full-model stages."""
+    return tuple(
+        Observation(
+            spec=StageSpec(
+                models[r.model], gpus[r.gpu_type], r.tp, models[r.model].num_layers, Dtype(r.dtype)
+            ),
+            kind=REQUEST,
+            batch_size=r.batch_size,
+            input_tokens=r.input_tokens,
+            output_tokens=r.output_tokens,
+            latency_ms=r.latency_ms(),
+            reference=f"published:{r.row}",
+        )
+        for r in rows
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class ReportRow:
+    """Error of the stored constants of one family against one reference set."""
+
+    family: str
+    reference: str  # aic | published
+    points: int
+    median_abs_err: float
+    max_abs_err: float
+
+
+def fit_report(directory: Path | None = None) -> tuple[ReportRow, ...]:
+    return tuple(
+        ReportRow(
+            r["family"],
+            r["reference"],
+            int(r["points"]),
+            float(r["median_abs_err"]),
+            float(r["max_abs_err"]),
+        )
+        for r in _rows("fit_report.csv", directory)
+    )

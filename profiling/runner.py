@@ -156,7 +156,7 @@ def dask_client(
             n_workers=n_workers,
             threads_per_worker=1,
             processes=processes,
-            dashboard_address=None,
+            dashboard_address=":0",
             silence_logs=logging.ERROR,
         ) as cluster,
         Client(cluster) as client,

@@ -1,0 +1,73 @@
+"""The job grid: full rectangles, feasible TP, layer fractions, skipped stages, auto backend."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from planning.domain import Dtype, Phase
+from planning.perf_table import build_tables
+from profiling.analytic import ProfileInputError
+from profiling.analytic_backend import analytic_result
+from profiling.base_backend import BackendName
+from profiling.grid import Shapes, build_jobs, chunk_jobs, feasible_tps
+
+SMALL = Shapes(
+    prefill_batch_sizes=(1, 4),
+    prefill_seq_lens=(128, 1024, 8192),
+    decode_batch_sizes=(1, 16, 256),
+    decode_seq_lens=(512, 8192),
+)
+
+
+def test_every_job_is_a_full_rectangle_perf_table_accepts(models, gpus) -> None:
+    jobs = build_jobs([models["Qwen/Qwen3-8B"]], [gpus["L4"]], BackendName.ANALYTIC, SMALL)
+    points = [p for job in jobs for p in analytic_result(job).points()]
+    tables = build_tables(points)
+    assert len(tables) == len(jobs)
+    for table in tables.values():
+        assert table.batches in ((1, 4), (1, 16, 256))
+        assert len(table.latency_ms) * len(table.latency_ms[0]) == len(table.batches) * len(
+            table.seq_lens
+        )
+
+
+def test_layer_counts_include_full_model_and_fractions(models, gpus) -> None:
+    arch = models["meta-llama/Llama-3.1-70B-Instruct"]
+    jobs = build_jobs([arch], [gpus["H200-SXM"]], BackendName.ANALYTIC, SMALL)
+    for tp in feasible_tps(arch, gpus["H200-SXM"]):
+        held = {j.num_layers for j in jobs if j.tp == tp and j.phase == Phase.DECODE}
+        expected = {math.ceil(80 / f) for f in (1, 2, 4, 8)}
+        if tp == 1:  # 80 layers in bf16 (131 GiB) do not fit one 141 GiB x 0.9 H200 with reserve
+            assert 80 not in held and held <= expected
+        else:
+            assert held == expected
+
+
+def test_tp_follows_vllm_rule_and_machine_size(models, gpus) -> None:
+    assert feasible_tps(models["meta-llama/Llama-3.1-8B-Instruct"], gpus["H100-SXM"]) == (1, 2, 4, 8)
+    assert feasible_tps(models["meta-llama/Llama-3.1-8B-Instruct"], gpus["H100-NVL"]) == (1, 2)
+    assert feasible_tps(models["meta-llama/Llama-2-13b-hf"], gpus["A10"]) == (1, 2, 4)
+
+
+def test_stages_that_cannot_fit_are_skipped_and_seq_lens_respect_max_positions(models, gpus) -> None:
+    assert build_jobs([models["meta-llama/Llama-3.1-405B-Instruct"]], [gpus["T4"]]) == ()
+    jobs = build_jobs([models["meta-llama/Llama-2-7b-hf"]], [gpus["A100-SXM-80GB"]])
+    assert jobs and all(max(j.seq_lens) == 4096 for j in jobs)  # max_position_embeddings 4096
+
+
+def test_auto_uses_aic_where_it_covers_else_analytic(models, gpus) -> None:
+    llama = models["meta-llama/Llama-3.1-8B-Instruct"]
+    on_h100 = build_jobs([llama], [gpus["H100-SXM"]], BackendName.AUTO, SMALL)
+    on_t4 = build_jobs([llama], [gpus["T4"]], BackendName.AUTO, SMALL)
+    fp8 = build_jobs([llama], [gpus["H100-SXM"]], BackendName.AUTO, SMALL, dtypes=[Dtype.FP8])
+    assert {j.backend for j in on_h100} == {BackendName.AIC}
+    assert {j.backend for j in on_t4} == {BackendName.ANALYTIC}
+    assert {j.backend for j in fp8} == {BackendName.ANALYTIC}  # aic: default dtype only
+    assert len(chunk_jobs(on_h100 + on_t4)) == 2
+
+
+def test_explicit_tp_that_does_not_divide_heads_is_refused(models, gpus) -> None:
+    with pytest.raises(ProfileInputError, match="tp=3 does not divide num_heads=32 of Qwen/Qwen3-8B"):
+        build_jobs([models["Qwen/Qwen3-8B"]], [gpus["H100-SXM"]], tps=[3])
