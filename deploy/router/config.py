@@ -102,12 +102,19 @@ class RouterConfig(BaseModel):
 
 def linear_model(values: dict[str, float]) -> LinearStepModel:
     """A `LinearStepModel` from a config dict; missing or unknown fields raise ValueError."""
-    try:
-        return LinearStepModel(
-            **{k: (int(v) if k == "kv_capacity_tokens" else v) for k, v in values.items()}
-        )
-    except TypeError as exc:
-        raise ValueError(f"perf: {exc}") from exc
+    known = set(LinearStepModel.__dataclass_fields__)
+    missing, unknown = known - set(values), set(values) - known
+    if missing or unknown:
+        raise ValueError(f"perf: missing {sorted(missing)}, unknown {sorted(unknown)}")
+    return LinearStepModel(
+        prefill_fixed_s=float(values["prefill_fixed_s"]),
+        prefill_s_per_token=float(values["prefill_s_per_token"]),
+        decode_fixed_s=float(values["decode_fixed_s"]),
+        decode_s_per_seq=float(values["decode_s_per_seq"]),
+        decode_s_per_context_token=float(values["decode_s_per_context_token"]),
+        kv_transfer_s_per_token=float(values["kv_transfer_s_per_token"]),
+        kv_capacity_tokens=int(values["kv_capacity_tokens"]),
+    )
 
 
 def load_config(path: Path) -> RouterConfig:
