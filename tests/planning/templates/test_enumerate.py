@@ -29,7 +29,23 @@ def test_minimal_multisets_equal_brute_force(caps: list[int], total: int, depth:
     assert {tuple(sorted(c)) for c in found} == _brute_force(caps, total, depth)
 
 
-def test_count_multisets() -> None:
-    assert count_multisets(3, 2) == 9  # 3 singles + 6 pairs
-    brute = sum(len(list(itertools.combinations_with_replacement(range(6), k))) for k in (1, 2, 3))
-    assert count_multisets(6, 3) == brute
+def test_count_multisets_equals_brute_force() -> None:
+    assert count_multisets([1, 1, 1], 2) == 9  # 3 singles + 6 pairs
+    kinds = ["a", "a", "b", "c", "c", "c"]  # 6 shapes of 3 GPU types
+    for depth in (1, 2, 3, 4):
+        for max_kinds in (1, 2, 3):
+            brute = sum(
+                1
+                for k in range(1, depth + 1)
+                for combo in itertools.combinations_with_replacement(range(6), k)
+                if len({kinds[i] for i in combo}) <= max_kinds
+            )
+            assert count_multisets([2, 1, 3], depth, max_kinds) == brute
+
+
+def test_gpu_type_limit_in_enumeration() -> None:
+    caps, kinds = [5, 5, 5], ["a", "b", "c"]
+    assert len(minimal_multisets(caps, 15, 3, kinds, 3)) == 10  # every multiset of size 3
+    assert len(minimal_multisets(caps, 15, 3, kinds, 2)) == 9  # all but (a, b, c)
+    assert all(len({kinds[i] for i in c}) <= 2 for c in minimal_multisets(caps, 15, 3, kinds, 2))
+    assert len(minimal_multisets(caps, 15, 3, kinds, 1)) == 3
