@@ -46,12 +46,19 @@ def test_layer_counts_include_full_model_and_fractions(models, gpus) -> None:
 
 
 def test_tp_follows_vllm_rule_and_machine_size(models, gpus) -> None:
-    assert feasible_tps(models["meta-llama/Llama-3.1-8B-Instruct"], gpus["H100-SXM"]) == (1, 2, 4, 8)
+    assert feasible_tps(models["meta-llama/Llama-3.1-8B-Instruct"], gpus["H100-SXM"]) == (
+        1,
+        2,
+        4,
+        8,
+    )
     assert feasible_tps(models["meta-llama/Llama-3.1-8B-Instruct"], gpus["H100-NVL"]) == (1, 2)
     assert feasible_tps(models["meta-llama/Llama-2-13b-hf"], gpus["A10"]) == (1, 2, 4)
 
 
-def test_stages_that_cannot_fit_are_skipped_and_seq_lens_respect_max_positions(models, gpus) -> None:
+def test_stages_that_cannot_fit_are_skipped_and_seq_lens_respect_max_positions(
+    models, gpus
+) -> None:
     assert build_jobs([models["meta-llama/Llama-3.1-405B-Instruct"]], [gpus["T4"]]) == ()
     jobs = build_jobs([models["meta-llama/Llama-2-7b-hf"]], [gpus["A100-SXM-80GB"]])
     assert jobs and all(max(j.seq_lens) == 4096 for j in jobs)  # max_position_embeddings 4096
@@ -69,5 +76,7 @@ def test_auto_uses_aic_where_it_covers_else_analytic(models, gpus) -> None:
 
 
 def test_explicit_tp_that_does_not_divide_heads_is_refused(models, gpus) -> None:
-    with pytest.raises(ProfileInputError, match="tp=3 does not divide num_heads=32 of Qwen/Qwen3-8B"):
+    with pytest.raises(
+        ProfileInputError, match="tp=3 does not divide num_heads=32 of Qwen/Qwen3-8B"
+    ):
         build_jobs([models["Qwen/Qwen3-8B"]], [gpus["H100-SXM"]], tps=[3])

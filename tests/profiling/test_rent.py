@@ -72,9 +72,7 @@ def ec2(moto_url: str, monkeypatch: pytest.MonkeyPatch):
 def _states(ec2, run_id: str) -> dict[str, str]:
     pages = ec2.describe_instances(Filters=[{"Name": f"tag:{RUN_TAG}", "Values": [run_id]}])
     return {
-        i["InstanceId"]: i["State"]["Name"]
-        for r in pages["Reservations"]
-        for i in r["Instances"]
+        i["InstanceId"]: i["State"]["Name"] for r in pages["Reservations"] for i in r["Instances"]
     }
 
 

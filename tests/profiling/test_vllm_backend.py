@@ -41,7 +41,9 @@ def test_command_has_the_bench_arguments(models, gpus) -> None:
 
 
 def test_partial_stage_overrides_layers_and_fp8_quantizes(models, gpus) -> None:
-    argv = latency_command(job(models, gpus, layers=8, dtype=Dtype.FP8), 1, 128, 1, "o", BenchSettings())
+    argv = latency_command(
+        job(models, gpus, layers=8, dtype=Dtype.FP8), 1, 128, 1, "o", BenchSettings()
+    )
     assert json.loads(argv[argv.index("--hf-overrides") + 1]) == {"num_hidden_layers": 8}
     assert argv[argv.index("--quantization") + 1] == "fp8"
 
@@ -55,7 +57,7 @@ def test_parses_recorded_vllm_json() -> None:
 
 
 def test_malformed_json_names_the_file() -> None:
-    with pytest.raises(ValueError, match="bad.json"):
+    with pytest.raises(ValueError, match=r"bad\.json"):
         parse_latency_json('{"latencies": []}', "bad.json")
 
 
@@ -80,7 +82,9 @@ class FakeHost:
             return "0.11.2\n"
         if argv[0] == "nvidia-smi":
             return "NVIDIA H100 80GB HBM3\nNVIDIA H100 80GB HBM3\n"
-        batch, inp, out = (int(argv[argv.index(f) + 1]) for f in ("--batch-size", "--input-len", "--output-len"))
+        batch, inp, out = (
+            int(argv[argv.index(f) + 1]) for f in ("--batch-size", "--input-len", "--output-len")
+        )
         seconds = 0.001 * (batch * inp / 100 + out * (1 + batch / 10))
         data = json.loads(RECORDED.read_text()) | {"avg_latency": seconds}
         Path(argv[argv.index("--output-json") + 1]).write_text(json.dumps(data))
