@@ -115,9 +115,10 @@ def build_jobs(
 
 
 def chunk_jobs(jobs: Sequence[ProfileJob]) -> list[tuple[ProfileJob, ...]]:
-    """Group jobs by (model, GPU, backend): one Dask task each, so per-task overhead and
-    AIConfigurator's per-process compile caches are amortised."""
+    """Group jobs into Dask tasks: analytic and vLLM by (model, GPU); AIConfigurator by GPU
+    alone, so each system's kernel data (seconds to load) is loaded by one worker only."""
     chunks: dict[tuple[str, str, str], list[ProfileJob]] = {}
     for job in jobs:
-        chunks.setdefault((job.model.model, job.gpu.gpu_type, job.backend), []).append(job)
+        model = "" if job.backend is BackendName.AIC else job.model.model
+        chunks.setdefault((model, job.gpu.gpu_type, job.backend), []).append(job)
     return [tuple(chunk) for chunk in chunks.values()]

@@ -73,6 +73,8 @@ def test_auto_uses_aic_where_it_covers_else_analytic(models, gpus) -> None:
     assert {j.backend for j in on_t4} == {BackendName.ANALYTIC}
     assert {j.backend for j in fp8} == {BackendName.ANALYTIC}  # aic: default dtype only
     assert len(chunk_jobs(on_h100 + on_t4)) == 2
+    qwen = build_jobs([models["Qwen/Qwen3-8B"]], [gpus["H100-SXM"]], BackendName.AUTO, SMALL)
+    assert len(chunk_jobs(on_h100 + qwen)) == 1  # aic: one task per GPU type (data loads once)
 
 
 def test_explicit_tp_that_does_not_divide_heads_is_refused(models, gpus) -> None:
