@@ -98,7 +98,41 @@ def eligible_templates(problem: PlacementProblem) -> dict[str, tuple[Template, .
             continue
         if meets_slo(t, demand) and set(t.gpu_vector) <= offered:
             by_model[t.model].append(t)
+    if problem.templates_per_group is not None:
+        prices = _cheapest_usd_per_gpu_hr(problem.offers)
+        k = problem.templates_per_group
+        return {m: _shortlist(ts, prices, k) for m, ts in by_model.items()}
     return {m: tuple(ts) for m, ts in by_model.items()}
+
+
+def _cheapest_usd_per_gpu_hr(offers: Iterable[Offer]) -> dict[str, float]:
+    prices: dict[str, float] = {}
+    for o in offers:
+        if o.available_count > 0:
+            per_gpu = o.price_usd_per_hr / o.gpu_count
+            prices[o.gpu_type] = min(prices.get(o.gpu_type, per_gpu), per_gpu)
+    return prices
+
+
+def _shortlist(ts: list[Template], prices: dict[str, float], k: int) -> tuple[Template, ...]:
+    """Per phase: the k cheapest templates per unit capacity, plus the cheapest of each single
+    GPU type (substitutes when a type runs out). See `PlacementProblem.templates_per_group`."""
+
+    def usd_per_unit(t: Template) -> float:
+        usd = sum(n * prices[g] for g, n in t.gpu_vector.items())
+        return usd / capacity(t) if capacity(t) > 0 else float("inf")
+
+    kept: dict[str, Template] = {}
+    for phase in Phase:
+        ranked = sorted((t for t in ts if t.phase == phase), key=usd_per_unit)
+        kept.update((t.template_id, t) for t in ranked[:k])
+        seen: set[str] = set()
+        for t in ranked:
+            types = tuple(t.gpu_vector)
+            if len(types) == 1 and types[0] not in seen:
+                seen.add(types[0])
+                kept[t.template_id] = t
+    return tuple(kept.values())
 
 
 def meets_slo(t: Template, demand: ModelDemand) -> bool:

@@ -61,6 +61,12 @@ class PlacementProblem:
 
     `headroom` is the capacity margin over demand (0.1 = provision 110 %). `max_spot_share`
     bounds each model's share of GPUs on spot. `budget_usd_per_hr` caps the rental bill.
+    `mip_gap`: the solver stops once its incumbent is proven within this relative distance of
+    its best bound (status OPTIMAL then means optimal within `mip_gap`; 0 asks for exact).
+    `templates_per_group`: None keeps every eligible template (exact). K keeps, per model and
+    phase, the K cheapest per unit of capacity at the cheapest offered $/GPU-h plus the cheapest
+    one of each single GPU type, a heuristic that shrinks large problems (plans are then optimal
+    over that subset only).
     """
 
     templates: tuple[Template, ...]
@@ -73,6 +79,8 @@ class PlacementProblem:
     churn: Churn | None = None
     solver: SolverName = SolverName.CBC
     time_limit_s: float = 30.0
+    mip_gap: float = 0.005
+    templates_per_group: int | None = None
     name: str = field(default="", compare=False)
 
     def __post_init__(self) -> None:
@@ -126,6 +134,10 @@ def _check_knobs(p: PlacementProblem) -> None:
         raise PlacementInputError(f"max_spot_share must lie in [0, 1], got {p.max_spot_share}")
     if p.budget_usd_per_hr is not None:
         _finite_nonneg(p.budget_usd_per_hr, "budget_usd_per_hr")
+    if not 0.0 <= p.mip_gap < 1.0:
+        raise PlacementInputError(f"mip_gap must lie in [0, 1), got {p.mip_gap}")
+    if p.templates_per_group is not None and p.templates_per_group < 1:
+        raise PlacementInputError("templates_per_group must be >= 1 or None")
     if not p.time_limit_s > 0:
         raise PlacementInputError(f"time_limit_s must be > 0, got {p.time_limit_s}")
     if p.churn is not None:

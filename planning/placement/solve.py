@@ -34,18 +34,21 @@ class RunOutcome:
     message: str | None = None
 
 
-def solver_command(name: SolverName, time_limit_s: float) -> pulp.LpSolver:
-    """The PuLP solver object: CBC (bundled) or HiGHS through highspy, silent, time-limited."""
+def solver_command(name: SolverName, time_limit_s: float, mip_gap: float = 0.0) -> pulp.LpSolver:
+    """The PuLP solver object: CBC (bundled) or HiGHS through highspy, silent, time-limited,
+    stopping at relative MIP gap `mip_gap`."""
     if name == SolverName.HIGHS:
-        return pulp.HiGHS(msg=False, timeLimit=time_limit_s)
-    return pulp.PULP_CBC_CMD(msg=False, timeLimit=time_limit_s)
+        return pulp.HiGHS(msg=False, timeLimit=time_limit_s, gapRel=mip_gap)
+    return pulp.PULP_CBC_CMD(msg=False, timeLimit=time_limit_s, gapRel=mip_gap)
 
 
 def run(built: BuiltModel, name: SolverName, time_limit_s: float) -> RunOutcome:
     """Solve the built model as it stands. PuLP says "Optimal" for time-limited runs that found
     an incumbent; `sol_status` tells proven optimal (1) from feasible-not-proven (2)."""
-    built.lp.solve(solver_command(name, max(time_limit_s, 0.1)))
+    built.lp.solve(solver_command(name, max(time_limit_s, 0.1), built.problem.mip_gap))
     sol = built.lp.sol_status
+    if built.lp.status == pulp.LpStatusInfeasible:
+        return RunOutcome(PlanStatus.INFEASIBLE, None)
     if sol == pulp.LpSolutionOptimal:
         return RunOutcome(PlanStatus.OPTIMAL, pulp.value(built.lp.objective))
     if sol == pulp.LpSolutionIntegerFeasible:

@@ -87,5 +87,5 @@ def small_problems(draw: st.DrawFn) -> PlacementProblem:
                 offers.append(offer(g, size, round(price, 3), draw(st.integers(0, 6)), r, c))
     demands = [demand(m, draw(st.floats(0.5, 8.0))) for m in models]
     return PlacementProblem(
-        tuple(templates), tuple(offers), tuple(demands), headroom=0.1, time_limit_s=20
+        tuple(templates), tuple(offers), tuple(demands), headroom=0.1, time_limit_s=20, mip_gap=0.0
     )
