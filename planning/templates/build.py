@@ -7,7 +7,7 @@ reports) and per-group counts:
 - `unrestricted`: all multisets of 1..S usable stage shapes (mixed TP, any GPU types), counted;
 - `enumerated`: the same inside the space `TemplateParams` allows (one TP degree per pipeline,
   at most `max_gpu_types_per_pipeline` GPU types), counted, not materialised;
-- `evaluated`: minimal memory-feasible multisets, rated (see `enumerate`);
+- `evaluated`: memory-feasible multisets rated (minimal ones by default, see `enumerate`);
 - `feasible`: rated multisets with some batch meeting the SLOs and memory;
 - `kept`: non-dominated feasible ones (see `dominance`).
 """
@@ -31,7 +31,7 @@ from planning.templates.enumerate import (
     stage_specs,
 )
 from planning.templates.evaluate import Evaluation, PipelineEvaluator, StageSpec
-from planning.templates.params import TemplateParams
+from planning.templates.params import PipelineSpace, TemplateParams
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,6 +132,7 @@ def _build_group(
             max_stages,
             kinds,
             params.max_gpu_types_per_pipeline,
+            minimal=params.pipelines is PipelineSpace.MINIMAL,
         )
         candidates.extend(tuple(group[j] for j in combo) for combo in found)
         sizes = Counter(kinds).values()

@@ -14,12 +14,18 @@ best of the at most 4! orders would be taken here.
 Which multisets. With `cap_i` the most layers stage i can hold when its KV cache holds one
 request of the class (the least any rating needs; at least the smallest profiled batch), a
 multiset is memory-feasible iff sum cap_i >= L. Infeasible multisets are never built. Of the
-feasible ones we evaluate the *minimal* ones: those where every stage is needed to hold the
-model (dropping any stage makes it infeasible). A non-minimal pipeline adds a stage only for
-speed; that stage's GPUs could instead serve as (part of) another replica. This restriction
-of the search space is a modelling choice, like the maximum depth, and is reported as such
-(counts `enumerated` / `memory_feasible_minimal`); it is not part of the dominance pruning,
-whose losslessness is tested separately.
+feasible ones, by default (`PipelineSpace.MINIMAL`) we rate the *minimal* ones: those where
+every stage is needed to hold the model (dropping any stage makes it infeasible). A
+non-minimal pipeline adds a stage only for speed. This restriction of the search space is a
+modelling choice, like the maximum depth, made for build time (all seeded models x 22 GPU
+types rate ~12k minimal multisets of ~245k in the space), and is reported as such (counts
+`enumerated` vs `evaluated`). It is NOT lossless and is not part of the dominance pruning,
+whose losslessness is tested separately (in both spaces).
+
+`PipelineSpace.ALL` rates every feasible multiset instead (extensions of feasible prefixes
+too). On the small test world the minimal space misses some optima of the min-cost MILP (a
+fast GPU paired with a slow one lets the slow one run at a larger batch under the TTFT SLO);
+the benchmark reports how often and by how much.
 
 Depth-first search over stage shapes sorted by capacity (largest first), extending only
 infeasible prefixes (a feasible prefix plus a stage is not minimal) and cutting a branch when
@@ -109,9 +115,11 @@ def minimal_multisets(
     max_stages: int,
     kinds: Sequence[str] | None = None,
     max_kinds: int | None = None,
+    minimal: bool = True,
 ) -> list[tuple[int, ...]]:
-    """Index multisets (size <= max_stages) with sum cap >= total_layers, each stage needed,
-    using at most `max_kinds` distinct `kinds` (GPU types) when given."""
+    """Index multisets (size <= max_stages) with sum cap >= total_layers, each stage needed
+    (all feasible ones when `minimal` is False), using at most `max_kinds` distinct `kinds`
+    (GPU types) when given."""
     order = sorted((i for i in range(len(caps)) if caps[i] > 0), key=lambda i: (-caps[i], i))
     kind_of = list(kinds) if kinds is not None else [str(i) for i in range(len(caps))]
     kind_limit = max_kinds if max_kinds is not None else max_stages
@@ -123,13 +131,14 @@ def minimal_multisets(
             i = order[pos]
             cap = caps[i]
             if held + cap * (1 + slots_after) < total_layers:
-                break  # later shapes hold no more than this one
+                break  # later shapes hold no more than this one: no completion reaches L
             now = used | {kind_of[i]}
             if len(now) > kind_limit:
                 continue
-            if held + cap >= total_layers:
+            feasible = held + cap >= total_layers
+            if feasible:
                 found.append((*prefix, i))
-            elif slots_after > 0:
+            if slots_after > 0 and not (feasible and minimal):
                 extend((*prefix, i), pos, held + cap, now)
 
     extend((), 0, 0, frozenset())

@@ -3,9 +3,17 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
+from enum import StrEnum
 from typing import Any
 
 from planning.domain import Phase
+
+
+class PipelineSpace(StrEnum):
+    """Which memory-feasible stage multisets are rated (see `planning.templates.enumerate`)."""
+
+    MINIMAL = "minimal"  # every stage needed to hold the model: fast, may miss some optima
+    ALL = "all"  # every memory-feasible multiset within the depth and GPU-type limits
 
 
 @dataclass(frozen=True, slots=True)
@@ -19,6 +27,8 @@ class TemplateParams:
     `uniform_tp`: every stage of a pipeline has the same TP degree. vLLM builds one instance
     as a TP x PP grid (`--tensor-parallel-size` x `--pipeline-parallel-size`), so it cannot run
     stages of different TP; set False to explore what a more flexible engine could do.
+    `pipelines`: MINIMAL rates only pipelines whose every stage is needed for memory; ALL
+    also rates pipelines that add stages for speed (exhaustive, much slower on a full catalog).
     `max_gpu_types_per_pipeline`: an operational choice (one pipeline across three or four
     machine types is hard to schedule and to replace), and it bounds the search.
 
@@ -35,6 +45,7 @@ class TemplateParams:
     tp_degrees: tuple[int, ...] = (1, 2, 4, 8)
     uniform_tp: bool = True
     max_gpu_types_per_pipeline: int = 2
+    pipelines: PipelineSpace = PipelineSpace.MINIMAL
     handoff_gbytes_per_s: float = 12.5
     handoff_latency_s: float = 50e-6
     activation_bytes: float = 2.0
@@ -51,6 +62,7 @@ class TemplateParams:
         """Plain JSON-able dict (stored in `template_sets.params`)."""
         values = asdict(self)
         values["phases"] = [str(p) for p in self.phases]
+        values["pipelines"] = str(self.pipelines)
         values["tp_degrees"] = list(self.tp_degrees)
         values["gpu_types"] = None if self.gpu_types is None else list(self.gpu_types)
         return values
@@ -60,6 +72,8 @@ class TemplateParams:
         data = dict(values)
         if "phases" in data:
             data["phases"] = tuple(Phase(p) for p in data["phases"])
+        if "pipelines" in data:
+            data["pipelines"] = PipelineSpace(data["pipelines"])
         if "tp_degrees" in data:
             data["tp_degrees"] = tuple(int(t) for t in data["tp_degrees"])
         if data.get("gpu_types") is not None:

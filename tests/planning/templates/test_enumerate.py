@@ -29,6 +29,25 @@ def test_minimal_multisets_equal_brute_force(caps: list[int], total: int, depth:
     assert {tuple(sorted(c)) for c in found} == _brute_force(caps, total, depth)
 
 
+@settings(max_examples=100, deadline=None)
+@given(
+    st.lists(st.integers(0, 40), min_size=1, max_size=6),
+    st.integers(1, 80),
+    st.integers(1, 4),
+)
+def test_all_space_is_every_feasible_multiset(caps: list[int], total: int, depth: int) -> None:
+    found = minimal_multisets(caps, total, depth, minimal=False)
+    brute = {
+        combo
+        for k in range(1, depth + 1)
+        for combo in itertools.combinations_with_replacement(range(len(caps)), k)
+        if sum(caps[i] for i in combo) >= total and min(caps[i] for i in combo) > 0
+    }
+    assert len(found) == len(brute)
+    assert {tuple(sorted(c)) for c in found} == brute
+    assert set(map(lambda c: tuple(sorted(c)), minimal_multisets(caps, total, depth))) <= brute
+
+
 def test_count_multisets_equals_brute_force() -> None:
     assert count_multisets([1, 1, 1], 2) == 9  # 3 singles + 6 pairs
     kinds = ["a", "a", "b", "c", "c", "c"]  # 6 shapes of 3 GPU types

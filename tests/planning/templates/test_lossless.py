@@ -14,6 +14,7 @@ planning.placement:
 
 from __future__ import annotations
 
+import itertools
 from functools import cache
 
 import pulp
@@ -24,7 +25,7 @@ from hypothesis import strategies as st
 from planning.domain import Phase, Template
 from planning.perf_table import build_tables
 from planning.templates.build import TemplateBuild, build_templates
-from planning.templates.params import TemplateParams
+from planning.templates.params import PipelineSpace, TemplateParams
 from tests.planning.templates import synthetic as syn
 
 CLASS = syn.CHAT
@@ -32,9 +33,9 @@ pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")  # PULP_CB
 
 
 @cache
-def world(uniform_tp: bool) -> TemplateBuild:
+def world(uniform_tp: bool, space: PipelineSpace = PipelineSpace.MINIMAL) -> TemplateBuild:
     tables = build_tables(syn.profile_points(syn.WORLD_MODELS, syn.WORLD_GPUS))
-    params = TemplateParams(uniform_tp=uniform_tp, max_gpu_types_per_pipeline=4)
+    params = TemplateParams(uniform_tp=uniform_tp, max_gpu_types_per_pipeline=4, pipelines=space)
     return build_templates(syn.WORLD_MODELS, syn.WORLD_GPUS, [CLASS], tables, params)
 
 
@@ -76,8 +77,8 @@ def solve(
 
 
 def test_world_has_something_to_prune() -> None:
-    for uniform in (True, False):
-        build = world(uniform)
+    for uniform, space in itertools.product((True, False), PipelineSpace):
+        build = world(uniform, space)
         assert build.kept < len(build.rated)
         assert any(len(t.stages) > 1 for t in build.templates)
         assert any(len(t.gpu_vector) > 1 for t in build.rated)
@@ -86,17 +87,22 @@ def test_world_has_something_to_prune() -> None:
 names = [g.gpu_type for g in syn.WORLD_GPUS]
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     uniform=st.booleans(),
+    space=st.sampled_from(list(PipelineSpace)),
     prices=st.lists(st.floats(0.2, 10.0), min_size=4, max_size=4),
     inventory=st.lists(st.integers(0, 12), min_size=4, max_size=4),
     rates=st.lists(st.floats(0.1, 20.0), min_size=2, max_size=2),
 )
 def test_min_cost_over_kept_equals_over_all(
-    uniform: bool, prices: list[float], inventory: list[int], rates: list[float]
+    uniform: bool,
+    space: PipelineSpace,
+    prices: list[float],
+    inventory: list[int],
+    rates: list[float],
 ) -> None:
-    build = world(uniform)
+    build = world(uniform, space)
     args = (
         dict(zip(names, prices, strict=True)),
         dict(zip(names, inventory, strict=True)),
