@@ -187,7 +187,7 @@ def _all_space_cost(inputs: tuple, tables: dict) -> list[str]:
             TemplateParams(phases=(Phase.PREFILL,), pipelines=space),
         )  # fmt: skip
         parts.append(
-            f"{space}: {b.evaluated:,} rated, {b.kept:,} kept, {time.perf_counter() - t0:.1f} s"
+            f"{space}: {b.evaluated:,} evaluated, {len(b.rated):,} SLO-feasible, {b.kept:,} kept, {time.perf_counter() - t0:.1f} s"
         )
     return [
         f"Both spaces on the full catalog for {model}, prefill, chat: " + "; ".join(parts) + "."
