@@ -40,7 +40,7 @@ class PlanNotDeployableError(ValueError):
 _TEMPLATE_COLUMNS = (
     "t.template_id, t.model, t.phase, t.workload_class, t.stages, t.throughput_tokens_per_s, "
     "t.throughput_req_per_s, t.latency_s, t.max_batch, t.profile_backend, "
-    "t.profile_backend_version, t.pp_layer_partition, w.input_tokens"
+    "t.profile_backend_version, t.pp_layer_partition, w.input_tokens, w.output_tokens"
 )
 
 
@@ -79,7 +79,7 @@ def _template(row: tuple[Any, ...]) -> TemplateSpec:
         profile_backend=row[9],
         profile_backend_version=row[10],
     )
-    return TemplateSpec(template=template, pp_layer_partition=row[11], input_tokens=int(row[12]))
+    return TemplateSpec(template, row[11], input_tokens=int(row[12]), output_tokens=int(row[13]))
 
 
 def _templates(con: duckdb.DuckDBPyConnection, plan_id: str) -> tuple[TemplateSpec, ...]:
