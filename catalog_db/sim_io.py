@@ -31,7 +31,7 @@ from catalog_db.profiles import read_points
 from catalog_db.queries import model as read_model
 from catalog_db.traces import load_trace
 from planning.domain import Dtype, ModelArch, Phase, Stage
-from planning.perf_table import PerfTable, StageKey, build_tables
+from planning.perf_table import PerfTable, StageKey, build_tables, table_at_layers
 from planning.routing import RouterPolicy, make_router
 from planning.routing.base_router import DEFAULT_LINK_GBPS
 from planning.routing.instance_perf import ClampCounter, InstancePerf, from_tables
@@ -137,10 +137,18 @@ def _stage_tables(
     dtype: Dtype,
     tables: Mapping[StageKey, PerfTable],
 ) -> list[PerfTable] | None:
-    keys = [StageKey(model, s.gpu_type, s.tp, s.num_layers, phase, dtype) for s in stages]
-    if any(k not in tables for k in keys):
-        return None
-    return [tables[k] for k in keys]
+    """Each stage's table at its layer count, interpolated in layers between profiled counts
+    (planning.perf_table.table_at_layers); None when a stage shape was never profiled."""
+    found = []
+    for s in stages:
+        shape = [
+            t for k, t in tables.items()
+            if (k.model, k.gpu_type, k.tp, k.phase, k.dtype) == (model, s.gpu_type, s.tp, phase, dtype)
+        ]  # fmt: skip
+        if not shape:
+            return None
+        found.append(table_at_layers(shape, s.num_layers))
+    return found
 
 
 def _kv_capacity(tables: Sequence[PerfTable], name: str) -> int:

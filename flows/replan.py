@@ -29,7 +29,8 @@ from flows.tasks import (
 )
 from planning.placement.problem import Mode, PlacementProblem, SolverName
 
-Target = Literal["dry-run", "kubernetes", "ec2", "local"]
+# ec2 needs an AMI and AWS clients: roll out there with `coral deploy --target ec2 --ami ...`
+Target = Literal["dry-run", "kubernetes", "local"]
 DEFAULT_MODELS = [
     "meta-llama/Llama-3.1-8B-Instruct",
     "Qwen/Qwen3-32B",

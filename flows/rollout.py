@@ -14,7 +14,7 @@ from flows.tasks import rollout_task
 @flow(name="rollout", log_prints=True)
 def rollout_plan(
     plan_id: str,
-    target: Literal["dry-run", "kubernetes", "ec2", "local"] = "dry-run",
+    target: Literal["dry-run", "kubernetes", "local"] = "dry-run",
     db: Path = Path("coral.duckdb"),
     out_dir: Path = Path("out"),
 ) -> str:

@@ -102,7 +102,7 @@ def history_report_task(db: Path, since: str, out_dir: Path) -> ReportResult:
 
 @task(timeout_seconds=3600)
 def rollout_task(db: Path, plan_id: str, target: str, out_dir: Path) -> RolloutResult:
-    return rollout(db, plan_id, make_target(target), out_dir)
+    return rollout(db, plan_id, make_target(target, out_dir=out_dir), out_dir)
 
 
 @task

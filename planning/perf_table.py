@@ -9,8 +9,8 @@ extrapolation. Templates, the simulator and FluidPD's budget all read latencies 
 from __future__ import annotations
 
 import bisect
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, replace
 
 from planning.domain import Dtype, Phase, ProfilePoint
 
@@ -116,3 +116,52 @@ def _grid(key: StageKey, backend: str, version: str, group: list[ProfilePoint]) 
         kv_gib_per_token=first.kv_gib_per_token,
         max_kv_tokens=first.max_kv_tokens,
     )
+
+
+def table_at_layers(tables: Sequence[PerfTable], num_layers: int) -> PerfTable:
+    """The grid of one stage shape at `num_layers`, interpolated linearly in layers.
+
+    `tables` are the same stage shape (model, GPU, TP, phase, dtype) at several profiled layer
+    counts. Each layer costs the same work, so latency and memory are linear in layers between
+    two profiled counts. Below the smallest count the smallest table is used as is: an upper
+    bound (the per-step fixed work would be lost by scaling down), never an optimistic guess.
+    Above the largest count there is nothing to interpolate from: OutOfProfileRange.
+    KV capacity follows from the usable memory (weights + KV budget) of the bracketing tables.
+    """
+    ordered = sorted(tables, key=lambda t: t.key.num_layers)
+    exact = [t for t in ordered if t.key.num_layers == num_layers]
+    if exact:
+        return exact[0]
+    if not ordered or num_layers > ordered[-1].key.num_layers:
+        top = ordered[-1].key.num_layers if ordered else 0
+        raise OutOfProfileRange(f"{num_layers} layers: profiled only up to {top} layers")
+    if num_layers < ordered[0].key.num_layers:
+        return replace(ordered[0], key=replace(ordered[0].key, num_layers=num_layers))
+    upper = next(i for i, t in enumerate(ordered) if t.key.num_layers > num_layers)
+    low, high = ordered[upper - 1], ordered[upper]
+    if (low.batches, low.seq_lens) != (high.batches, high.seq_lens):
+        raise ValueError(f"{low.key} and {high.key} were profiled on different grids")
+    w = (num_layers - low.key.num_layers) / (high.key.num_layers - low.key.num_layers)
+    grid = tuple(
+        tuple(a * (1 - w) + b * w for a, b in zip(row_lo, row_hi, strict=True))
+        for row_lo, row_hi in zip(low.latency_ms, high.latency_ms, strict=True)
+    )
+    return replace(
+        low,
+        key=replace(low.key, num_layers=num_layers),
+        latency_ms=grid,
+        **_memory_between(low, high, w),
+    )
+
+
+def _memory_between(low: PerfTable, high: PerfTable, w: float) -> dict[str, float | int | None]:
+    """weights and KV bytes per token interpolated; capacity from the smaller usable budget."""
+    fields = (low.weights_gib, high.weights_gib, low.kv_gib_per_token, high.kv_gib_per_token)
+    if any(f is None for f in fields) or low.max_kv_tokens is None or high.max_kv_tokens is None:
+        return {"weights_gib": None, "kv_gib_per_token": None, "max_kv_tokens": None}
+    w_lo, w_hi, kv_lo, kv_hi = (float(f) for f in fields)  # type: ignore[arg-type]
+    weights = w_lo * (1 - w) + w_hi * w
+    kv = kv_lo * (1 - w) + kv_hi * w
+    usable = min(w_lo + low.max_kv_tokens * kv_lo, w_hi + high.max_kv_tokens * kv_hi)
+    capacity = int(max(usable - weights, 0.0) / kv) if kv > 0 else 0
+    return {"weights_gib": weights, "kv_gib_per_token": kv, "max_kv_tokens": capacity}

@@ -3,7 +3,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from planning.domain import Dtype, Phase, ProfilePoint
-from planning.perf_table import OutOfProfileRange, build_tables
+from planning.perf_table import OutOfProfileRange, build_tables, table_at_layers
 
 
 def _points(backend: str = "analytic", scale: float = 1.0) -> list[ProfilePoint]:
@@ -55,3 +55,47 @@ def test_prefers_fuller_then_measured_grid() -> None:
 def test_grid_with_hole_is_refused() -> None:
     with pytest.raises(ValueError, match="no point"):
         build_tables(_points()[:-1])
+
+
+def _layered(layers: int) -> list[ProfilePoint]:
+    # a fixed 1 ms per step plus 0.5 ms per layer per batch item; memory linear in layers
+    return [
+        ProfilePoint(
+            "m",
+            "L4",
+            1,
+            layers,
+            Phase.PREFILL,
+            Dtype.BF16,
+            b,
+            s,
+            1.0 + 0.5 * layers * b + 0.001 * s,
+            "analytic",
+            "1",
+            weights_gib=1.0 + 0.25 * layers,
+            kv_gib_per_token=1e-5 * layers,
+            max_kv_tokens=int((20.0 - (1.0 + 0.25 * layers)) / (1e-5 * layers)),
+        )
+        for b in (1, 4)
+        for s in (128, 1024)
+    ]
+
+
+def test_table_at_layers_interpolates_latency_and_memory() -> None:
+    tables = list(build_tables(_layered(8) + _layered(32)).values())
+    mid = table_at_layers(tables, 20)
+    assert mid.key.num_layers == 20
+    assert mid.latency_s(4, 1024) == pytest.approx((1.0 + 0.5 * 20 * 4 + 1.024) / 1000)
+    assert mid.weights_gib == pytest.approx(6.0)
+    assert mid.max_kv_tokens == pytest.approx((20.0 - 6.0) / (1e-5 * 20), abs=1)
+
+
+def test_table_at_layers_bounds() -> None:
+    tables = list(build_tables(_layered(8) + _layered(32)).values())
+    low = table_at_layers(tables, 3)
+    assert low.latency_ms == tables[0].latency_ms or low.latency_ms == tables[1].latency_ms
+    assert low.latency_s(1, 128) == pytest.approx(
+        (1.0 + 0.5 * 8 + 0.128) / 1000
+    )  # held, not scaled
+    with pytest.raises(OutOfProfileRange, match="up to 32 layers"):
+        table_at_layers(tables, 33)
