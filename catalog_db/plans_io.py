@@ -86,6 +86,8 @@ def store_plan(
     workload_source: str = "manual",
     template_set_id: str | None = None,
     params: dict[str, Any] | None = None,
+    snapshot_age_s: float | None = None,
+    stale: bool = False,
 ) -> str:
     """Write the plan, its assignments, rentals, per-region demand and the workload it served in
     ONE transaction (all or nothing); returns the plan id. Re-storing replaces the same id.
@@ -99,6 +101,11 @@ def store_plan(
         _write_workload(con, workload_id, demands, workload_source)
         _write_plan_row(
             con, plan_id, plan, parent_plan_id, snapshot_id, workload_id, template_set_id, params
+        )
+        # a plan made on an older snapshot (the read failed) says so, with the snapshot's age
+        con.execute(
+            "UPDATE plans SET stale = ?, snapshot_age_s = ? WHERE plan_id = ?",
+            [stale, snapshot_age_s, plan_id],
         )
         _write_children(con, plan_id, plan)
         _write_template_gpus(con, plan)
@@ -340,6 +347,8 @@ def plan_and_store(
     workload_source: str = "manual",
     baselines: tuple[PlanKind, ...] = BASELINES,
     params: dict[str, Any] | None = None,
+    snapshot_age_s: float | None = None,
+    stale: bool = False,
 ) -> tuple[tuple[str, Plan], ...]:
     """Solve Coral's plan and each baseline (no catalog lock held while solving), then store
     each; returns (plan_id, plan) pairs, Coral's first. The replan flow's one call."""
@@ -356,6 +365,8 @@ def plan_and_store(
         snapshot_id=snapshot_id,
         workload_source=workload_source,
         params=info,
+        snapshot_age_s=snapshot_age_s,
+        stale=stale,
     )
     stored = [(coral_id, coral)]
     for plan in others:
@@ -367,6 +378,8 @@ def plan_and_store(
             snapshot_id=snapshot_id,
             workload_source=workload_source,
             params=info,
+            snapshot_age_s=snapshot_age_s,
+            stale=stale,
         )
         stored.append((plan_id, plan))
     return tuple(stored)

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Literal
 
 from prefect import flow, get_run_logger, pause_flow_run
+from prefect.exceptions import FlowPauseTimeout
 from prefect.input import RunInput
 from pydantic import BaseModel, Field
 
@@ -104,10 +105,11 @@ def replan(params: ReplanParams = ReplanParams()) -> str:  # noqa: B008 (pydanti
         time_limit_s=p.time_limit_s,
         churn=churn_task(db, p.target, p.churn_penalty_usd_per_hr),
     )
-    staleness = {"stale": snap.stale, "snapshot_age_s": snap.age_s}
-    plan_id, plan = solve_task(
-        db, problem, snap.snapshot.snapshot_id, p.workload_source, staleness
-    )[0]
+    plan_id, plan = solve_task(db, problem, snap, p.workload_source)[0]
+    if snap.stale:
+        get_run_logger().warning(
+            "planned on a %.0f s old snapshot: %s", snap.age_s or 0, snap.error
+        )
     print(f"plan {plan_id}: {plan.status} ${plan.cost_usd_per_hr or 0:.2f}/h, gap {plan.gap}")
     if not plan.feasible:
         get_run_logger().warning("plan %s infeasible: %s", plan_id, plan.explanation)
@@ -123,5 +125,9 @@ def replan(params: ReplanParams = ReplanParams()) -> str:  # noqa: B008 (pydanti
 def _approved(plan_id: str, timeout_s: int) -> bool:
     """Pause until someone answers in the UI; no answer within the timeout means no rollout."""
     print(f"waiting up to {timeout_s} s for approval of plan {plan_id} in the Prefect UI")
-    answer = pause_flow_run(wait_for_input=RolloutApproval, timeout=timeout_s, key=plan_id)
+    try:
+        answer = pause_flow_run(wait_for_input=RolloutApproval, timeout=timeout_s, key=plan_id)
+    except FlowPauseTimeout:
+        print(f"no approval within {timeout_s} s: plan {plan_id} stays stored, not rolled out")
+        return False
     return bool(answer and answer.approve)

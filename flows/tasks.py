@@ -74,14 +74,16 @@ def templates_task(db: Path, models: tuple[str, ...]) -> tuple[Template, ...]:
 
 @task(timeout_seconds=900)
 def solve_task(
-    db: Path,
-    problem: PlacementProblem,
-    snapshot_id: str | None,
-    workload_source: str,
-    params: dict[str, Any],
+    db: Path, problem: PlacementProblem, snapshot: SnapshotResult, workload_source: str
 ) -> tuple[tuple[str, Plan], ...]:
+    snapshot_id = snapshot.snapshot.snapshot_id if snapshot.snapshot else None
     return plan_and_store(
-        db, problem, snapshot_id=snapshot_id, workload_source=workload_source, params=params
+        db,
+        problem,
+        snapshot_id=snapshot_id,
+        workload_source=workload_source,
+        snapshot_age_s=snapshot.age_s,
+        stale=snapshot.stale,
     )
 
 
