@@ -393,3 +393,21 @@ SELECT i.*, s.source, s.taken_at
 FROM inventory_items i
 JOIN (SELECT snapshot_id, source, taken_at FROM inventory_snapshots
       WHERE status IN ('ok', 'partial') ORDER BY taken_at DESC LIMIT 1) s USING (snapshot_id);
+
+-- migration: 2 report views: report lines, Coral plans against their baselines
+-- Every line of every cost report with its report's context (see catalog_db/README.md for
+-- what `ratio` means per dimension).
+CREATE OR REPLACE VIEW cost_report_lines AS
+SELECT r.report_id, r.plan_id, r.created_at, r.period_start, r.period_end,
+       i.dimension, i.key, i.usd_per_hr, i.ratio,
+       r.total_usd_per_hr, r.slo_attainment, r.html_path
+FROM cost_reports r JOIN cost_report_items i USING (report_id);
+
+-- Each Coral plan beside the baselines solved on the same inputs: baseline $/h over Coral's.
+CREATE OR REPLACE VIEW plan_vs_baselines AS
+SELECT c.plan_id, c.created_at, c.mode, c.status, c.cost_usd_per_hr AS coral_usd_per_hr,
+       b.kind AS baseline, b.status AS baseline_status, b.cost_usd_per_hr AS baseline_usd_per_hr,
+       b.cost_usd_per_hr / nullif(c.cost_usd_per_hr, 0) AS baseline_over_coral,
+       c.served_fraction AS coral_served_fraction, b.served_fraction AS baseline_served_fraction
+FROM plans c JOIN plans b ON b.parent_plan_id = c.plan_id
+WHERE c.kind = 'coral';

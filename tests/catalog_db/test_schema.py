@@ -63,12 +63,10 @@ def test_parse_refuses_out_of_order_versions() -> None:
 def test_new_migration_applies_on_top(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     con = open_connection(tmp_path / "new.duckdb", read_only=False)
     migrate(con)
-    extra = (
-        schema_sql()
-        + "\n-- migration: 2 add a column\nALTER TABLE models ADD COLUMN notes VARCHAR;\n"
-    )
+    nxt = len(parse_migrations(schema_sql())) + 1
+    extra = f"{schema_sql()}\n-- migration: {nxt} add a column\nALTER TABLE models ADD COLUMN notes VARCHAR;\n"
     monkeypatch.setattr("catalog_db.migrations.schema_sql", lambda: extra)
-    assert migrate(con) == [2]
+    assert migrate(con) == [nxt]
     assert migrate(con) == []
     con.execute("SELECT notes FROM models").fetchall()
 
@@ -78,11 +76,10 @@ def test_failed_migration_leaves_schema_as_it_was(
 ) -> None:
     con = open_connection(tmp_path / "new.duckdb", read_only=False)
     migrate(con)
-    broken = (
-        schema_sql() + "\n-- migration: 2 broken\nCREATE TABLE t2 (a INT);\nSELECT * FROM nope;\n"
-    )
+    last = len(parse_migrations(schema_sql()))
+    broken = f"{schema_sql()}\n-- migration: {last + 1} broken\nCREATE TABLE t2 (a INT);\nSELECT * FROM nope;\n"
     monkeypatch.setattr("catalog_db.migrations.schema_sql", lambda: broken)
     with pytest.raises(duckdb.CatalogException):
         migrate(con)
-    assert current_version(con) == 1
+    assert current_version(con) == last
     assert "t2" not in _names(con, "BASE TABLE")
