@@ -149,6 +149,7 @@ def _write_plan_row(
     extra = {
         **(params or {}),
         "churn_changes": plan.churn_changes,
+        "best_bound": plan.best_bound,
         "services": [
             [s.model, s.demand_req_per_s, s.served_fraction, s.priority] for s in plan.services
         ],
@@ -269,6 +270,7 @@ def read_plan(db_path: Path | str, plan_id: str) -> Plan:
         solve_s=row[8],
         explanation=row[9],
         churn_changes=int(params.get("churn_changes", 0)),
+        best_bound=params.get("best_bound"),
         assignments=tuple(
             Assignment(t, m, Phase(ph), c, r, Pricing(p), n, _gpus(g))
             for t, m, ph, c, r, p, n, g in assignments

@@ -87,8 +87,11 @@ class BuiltModel:
     constraints: dict[str, list[str]] = field(default_factory=dict)
 
 
-def eligible_templates(problem: PlacementProblem) -> dict[str, tuple[Template, ...]]:
-    """Per demanded model, the templates the MILP may use (class, SLO and GPU types match)."""
+def eligible_templates(
+    problem: PlacementProblem, keep: frozenset[str] = frozenset()
+) -> dict[str, tuple[Template, ...]]:
+    """Per demanded model, the templates the MILP may use (class, SLO and GPU types match).
+    `keep`: template ids that survive the `templates_per_group` shortlist (a warm start's)."""
     offered = {o.gpu_type for o in problem.offers if o.available_count > 0}
     by_model: dict[str, list[Template]] = defaultdict(list)
     demands = {d.model: d for d in problem.demands}
@@ -101,7 +104,11 @@ def eligible_templates(problem: PlacementProblem) -> dict[str, tuple[Template, .
     if problem.templates_per_group is not None:
         prices = _cheapest_usd_per_gpu_hr(problem.offers)
         k = problem.templates_per_group
-        return {m: _shortlist(ts, prices, k) for m, ts in by_model.items()}
+        short = {m: _shortlist(ts, prices, k) for m, ts in by_model.items()}
+        for m, ts in by_model.items():
+            ids = {t.template_id for t in short[m]}
+            short[m] += tuple(t for t in ts if t.template_id in keep and t.template_id not in ids)
+        return short
     return {m: tuple(ts) for m, ts in by_model.items()}
 
 
@@ -171,9 +178,12 @@ def slots(problem: PlacementProblem, templates: Iterable[Template]) -> list[XKey
     return keys
 
 
-def build(problem: PlacementProblem, *, relaxed: bool = False) -> BuiltModel:
-    """Build the MILP (or its LP relaxation) with the cost objective set; see module docstring."""
-    eligible = eligible_templates(problem)
+def build(
+    problem: PlacementProblem, *, relaxed: bool = False, keep: frozenset[str] = frozenset()
+) -> BuiltModel:
+    """Build the MILP (or its LP relaxation) with the cost objective set; see module docstring.
+    `keep`: template ids kept through the optional shortlist (see `eligible_templates`)."""
+    eligible = eligible_templates(problem, keep)
     templates = {t.template_id: t for ts in eligible.values() for t in ts}
     cat = pulp.LpContinuous if relaxed else pulp.LpInteger
     lp = pulp.LpProblem("coral_placement", pulp.LpMinimize)

@@ -77,8 +77,13 @@ class ModelService:
 @dataclass(frozen=True, slots=True)
 class Plan:
     """A placement plan. `objective` is the primary objective: $/h (plus churn penalty) in cost
-    mode, priority-weighted served req/s in goodput mode; `lp_bound` bounds that objective by the
-    LP relaxation and `gap` = |objective - lp_bound| / |objective|."""
+    mode, priority-weighted served req/s in goodput mode. `lp_bound` bounds that objective by the
+    root LP relaxation (weak: it rents fractions of machines). `best_bound` is the best proven
+    bound: the larger (cost mode; the smaller in goodput mode) of `lp_bound` and the MIP solver's
+    dual bound (HiGHS `mip_dual_bound`; CBC: the objective less `mip_gap` when proven optimal).
+    `gap` = |objective - best_bound| / |objective|, i.e. the gap to the BEST bound, not to the LP
+    relaxation. Both bounds are over the template set the MILP was given (after the optional
+    `templates_per_group` shortlist)."""
 
     kind: PlanKind
     mode: str
@@ -95,6 +100,7 @@ class Plan:
     services: tuple[ModelService, ...]
     churn_changes: int = 0
     explanation: str | None = None
+    best_bound: float | None = None
 
     @property
     def feasible(self) -> bool:

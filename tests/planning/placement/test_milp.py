@@ -51,7 +51,10 @@ def test_pd_optimum_by_hand_with_headroom() -> None:
     assert plan.demand_splits[0].pd_rate_req_per_s == pytest.approx(10.0)
     # The LP relaxation runs 1.1 P + 1.1 D = 2.2 GPUs = 2.2/8 of a machine: $22, gap 72.5 %.
     assert plan.lp_bound == pytest.approx(22.0)
-    assert plan.gap == pytest.approx((80 - 22) / 80)
+    # `gap` is to the best proven bound, not the LP relaxation: CBC proved optimality within the
+    # default mip_gap 0.5 %, so the best bound is 80 less 0.5 %.
+    assert plan.best_bound == pytest.approx(80 * (1 - 0.005))
+    assert plan.gap == pytest.approx(0.005)
 
 
 def test_highs_and_cbc_agree() -> None:
