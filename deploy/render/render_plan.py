@@ -1,5 +1,6 @@
-"""Render a plan into deployment units: one vLLM engine per template instance, one FluidPD
-router per model and region (pure: `RenderInput` in, `DeploymentSpec` out, errors as
+"""Render a plan into deployment units: one vLLM engine per template instance, one router per
+model and region — FluidPD over the group's P/D engines, or least-loaded over a colocated-only
+group's replicas (pure: `RenderInput` in, `DeploymentSpec` out, errors as
 `RenderError` before anything is applied)."""
 
 from __future__ import annotations
@@ -190,6 +191,8 @@ def _instance_perf(spec: TemplateSpec) -> tuple[tuple[str, float], ...]:
     """The router's perf model of one instance from its template's evaluated rating
     (a linear model through the rated point: no fixed cost, no KV-transfer term)."""
     t = spec.template
+    if t.phase is Phase.COLOCATED and not (t.latency_s and t.max_batch):
+        return ()  # rated in requests/s; the colocated router balances by in-flight count only
     if t.phase is Phase.PREFILL:
         if not t.throughput_tokens_per_s:
             raise RenderError(f"template {t.template_id} has no prefill tokens/s rating")
@@ -204,11 +207,12 @@ def _instance_perf(spec: TemplateSpec) -> tuple[tuple[str, float], ...]:
 
 
 def _group_perf(instances: tuple[RouterInstance, ...]) -> tuple[tuple[str, float], ...]:
-    """Shared LinearStepModel: the first prefill's and first decode's terms; zeros elsewhere."""
+    """Shared LinearStepModel: the first prefill's and first decode's terms (colocated group:
+    the first instance's); zeros elsewhere."""
     base = dict.fromkeys(_PERF_FIELDS, 0.0)
-    for role in (Phase.PREFILL, Phase.DECODE):
-        first = next(i for i in instances if i.role is role)
-        base.update(dict(first.perf))
+    for role in (Phase.PREFILL, Phase.DECODE, Phase.COLOCATED):
+        first = next((i for i in instances if i.role is role), None)
+        base.update(dict(first.perf) if first else {})
     return tuple(sorted(base.items()))
 
 
@@ -224,7 +228,8 @@ def render_router(
     fluidpd: FluidPDParams,
     options: RenderOptions,
 ) -> RouterUnit:
-    """The FluidPD router of one (cloud, region, model) group of P/D engines."""
+    """The router of one (cloud, region, model) group: `engines` are its P/D engines, or all
+    of its engines when they are all colocated."""
     first = engines[0]
     try:
         slo = data.slo(first.model)
@@ -279,10 +284,22 @@ def render_deployment(
     groups: dict[tuple[str, str, str], list[EngineUnit]] = {}
     for engine in engines:
         groups.setdefault((engine.cloud, engine.region, engine.model), []).append(engine)
-    # The router fronts P/D pairs; colocated-only groups are plain replicas (no FluidPD router).
     routers = tuple(
-        render_router(data, tuple(group), params, opts)
+        render_router(data, pool, params, opts)
         for _, group in sorted(groups.items())
-        if {Phase.PREFILL, Phase.DECODE} <= {e.role for e in group}
+        if (pool := _router_pool(group))
     )
     return DeploymentSpec(plan_id=data.plan_id, engines=tuple(engines), routers=routers)
+
+
+def _router_pool(group: list[EngineUnit]) -> tuple[EngineUnit, ...]:
+    """The engines a group's router fronts (the router takes a P/D or a colocated-only pool):
+    its prefill and decode engines when it has both, else all of them when all are colocated,
+    else none (a group with P but no D, or D but no P, cannot serve a request). The colocated
+    replicas of a group that also has P/D pairs get no router (not supported yet)."""
+    roles = {e.role for e in group}
+    if {Phase.PREFILL, Phase.DECODE} <= roles:
+        return tuple(e for e in group if e.role is not Phase.COLOCATED)
+    if roles == {Phase.COLOCATED}:
+        return tuple(group)
+    return ()

@@ -3,7 +3,9 @@
 Endpoints: `POST /v1/completions`, `POST /v1/chat/completions` (streaming or not),
 `GET /v1/models`, `GET /health`, `GET /metrics` (the router's own), and the admin API
 `GET|PUT /admin/params` (FluidPD elasticity parameters, changed without restart),
-`POST /admin/roles` (force a drain-then-flip), `GET /admin/state`. Admin calls need
+`POST /admin/roles` (force a drain-then-flip), `GET|PUT /admin/instances` (replace the
+instance set in place: new instances take requests at once, removed ones get no new requests,
+finish what they have, then are forgotten), `GET /admin/state`. Admin calls need
 `Authorization: Bearer <admin_token>` when a token is configured, else a loopback client.
 
 Background tasks: scrape every engine's `/metrics` (`scrape_interval_s`) and run FluidRole's
@@ -27,7 +29,7 @@ from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ConfigDict
 
 from deploy.router.base_engine_adapter import EngineAdapter
-from deploy.router.config import RouterConfig
+from deploy.router.config import InstancesUpdate, RouterConfig
 from deploy.router.observability import RouterMetrics
 from deploy.router.proxy import Proxy
 from deploy.router.runtime import RouterRuntime, WorkerRuntime
@@ -102,7 +104,7 @@ def _add_api_routes(app: FastAPI) -> None:
     @app.get("/v1/models")
     async def models(request: Request) -> Response:
         proxy: Proxy = request.app.state.proxy
-        for worker in proxy.runtime.workers.values():
+        for worker in list(proxy.runtime.workers.values()):
             with contextlib.suppress(httpx.HTTPError):
                 response = await proxy.client.get(f"{worker.base_url}/v1/models", timeout=5.0)
                 if response.status_code == 200:
@@ -137,6 +139,8 @@ def _add_admin_routes(app: FastAPI, runtime: RouterRuntime, admin: Any) -> None:
         worker = runtime.workers.get(change.instance)
         if worker is None:
             raise HTTPException(404, f"no instance {change.instance!r}")
+        if worker.colocated:
+            raise HTTPException(409, f"{change.instance} is colocated: it has no P/D role")
         if worker.role is not change.role and _count(runtime, worker.role) <= 1:
             raise HTTPException(409, f"{change.instance} is the last {worker.role} instance")
         runtime.apply_flip(RoleFlip(change.instance, change.role, completed=False))
@@ -144,7 +148,30 @@ def _add_admin_routes(app: FastAPI, runtime: RouterRuntime, admin: Any) -> None:
 
     @app.get("/admin/state", dependencies=[admin])
     async def state() -> dict[str, Any]:
+        runtime.reap_retired()
         return _state(runtime)
+
+    @app.get("/admin/instances", dependencies=[admin])
+    async def get_instances() -> dict[str, Any]:
+        return {"instances": _instances(runtime)}
+
+    @app.put("/admin/instances", dependencies=[admin])
+    async def put_instances(update: InstancesUpdate) -> dict[str, Any]:
+        """Replace the instance set (the only way upstreams change); 409 leaves it as it was."""
+        try:
+            change = runtime.replace_instances(update.instances)
+        except ValueError as exc:
+            raise HTTPException(409, str(exc)) from exc
+        retiring = {w.worker_id: w.in_flight() for w in runtime.retiring}
+        return {**change, "instances": _instances(runtime), "retiring": retiring}
+
+
+def _instances(runtime: RouterRuntime) -> list[dict[str, Any]]:
+    """The live pool in `InstanceConfig` form (roles as served now, after pending flips)."""
+    return [
+        {"id": w.worker_id, "url": w.base_url, "role": w.instance_role.value}
+        for w in runtime.workers.values()
+    ]
 
 
 def _count(runtime: RouterRuntime, role: WorkerRole) -> int:
@@ -158,12 +185,13 @@ def _state(runtime: RouterRuntime) -> dict[str, Any]:
         "flips_started": runtime.flips_started,
         "flips_completed": runtime.flips_completed,
         "instances": {w.worker_id: _worker_state(w) for w in runtime.workers.values()},
+        "retiring": {w.worker_id: _worker_state(w) for w in runtime.retiring},
     }
 
 
 def _worker_state(w: WorkerRuntime) -> dict[str, Any]:
     return {
-        "role": w.role.value,
+        "role": "colocated" if w.colocated else w.role.value,
         "draining_to": w.draining_to.value if w.draining_to else None,
         "prefill_requests": w.prefill_requests,
         "decode_seqs": w.decode_seqs,
@@ -217,11 +245,16 @@ async def _control_loop(
 ) -> None:
     while True:
         await asyncio.sleep(runtime.config.control_interval_s)
+        runtime.reap_retired()
+        if runtime.colocated:
+            continue  # no P/D roles to balance
         now = time.monotonic()
         state, flips = step_roles(runtime.view(now), runtime.role_state, runtime.params, now)
         runtime.role_state = state
         for flip in flips:
-            worker = runtime.workers[flip.worker_id]
+            worker = runtime.workers.get(flip.worker_id)
+            if worker is None:
+                continue  # removed from the pool during an earlier flip's await
             if flip.completed:
                 await engine.set_role(client, worker.base_url, flip.to_role)
             before = (runtime.flips_started, runtime.flips_completed)

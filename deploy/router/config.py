@@ -11,12 +11,18 @@ Example (YAML):
     instances:
       - {id: p0, url: http://10.0.0.5:8100, role: prefill}
       - {id: d0, url: http://10.0.0.6:8200, role: decode}
+      # or a colocated-only pool: every instance `role: colocated` (plain vLLM replicas)
     perf: {prefill_fixed_s: 0.01, prefill_s_per_token: 0.00005, decode_fixed_s: 0.01,
            decode_s_per_seq: 0.0001, decode_s_per_context_token: 0.0, kv_transfer_s_per_token: 0.0,
            kv_capacity_tokens: 400000}
     fluidpd: {role_window_s: 5.0}     # FluidPD elasticity parameters; omitted ones take defaults
 
-The upstreams are exactly `instances`: the router never forwards anywhere else.
+The upstreams are exactly `instances` (replaced at runtime only through the admin API,
+`PUT /admin/instances`, with the same `InstanceConfig` schema): the router never forwards
+anywhere else.
+
+A pool is either P/D (>= 1 prefill and >= 1 decode instance, no colocated ones: FluidPD routes)
+or colocated-only (every request whole on the least-loaded instance; no FluidPD).
 """
 
 from __future__ import annotations
@@ -38,12 +44,20 @@ class EngineKind(StrEnum):
     VLLM = "vllm"
 
 
+class InstanceRole(StrEnum):
+    """What the router sends an instance: P/D legs (FluidPD) or whole requests (colocated)."""
+
+    PREFILL = "prefill"
+    DECODE = "decode"
+    COLOCATED = "colocated"
+
+
 class InstanceConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     id: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_.-]+$")
     url: HttpUrl
-    role: WorkerRole
+    role: InstanceRole
     perf: dict[str, float] | None = Field(None, description="overrides the deployment's perf")
 
 
@@ -56,7 +70,7 @@ class RouterConfig(BaseModel):
     engine: EngineKind = EngineKind.VLLM
     ttft_slo_s: float = Field(gt=0)
     tpot_slo_s: float = Field(gt=0)
-    instances: list[InstanceConfig] = Field(min_length=2)
+    instances: list[InstanceConfig] = Field(min_length=1)
     perf: dict[str, float] = Field(description="LinearStepModel fields of one instance")
     fluidpd: dict[str, Any] = Field(default_factory=dict)
     admin_token: str | None = Field(
@@ -84,13 +98,8 @@ class RouterConfig(BaseModel):
         return value
 
     @model_validator(mode="after")
-    def _unique_ids(self) -> RouterConfig:
-        ids = [i.id for i in self.instances]
-        if len(set(ids)) != len(ids):
-            raise ValueError("instance ids must be unique")
-        roles = {i.role for i in self.instances}
-        if roles != {WorkerRole.PREFILL, WorkerRole.DECODE}:
-            raise ValueError("need at least one prefill and one decode instance at start")
+    def _valid_pool(self) -> RouterConfig:
+        check_pool(self.instances, [i.role for i in self.instances])
         return self
 
     def params(self) -> FluidPDParams:
@@ -98,6 +107,34 @@ class RouterConfig(BaseModel):
 
     def instance_perf(self, instance: InstanceConfig) -> LinearStepModel:
         return linear_model({**self.perf, **(instance.perf or {})})
+
+
+class InstancesUpdate(BaseModel):
+    """Body of `PUT /admin/instances`: the complete new instance set."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    instances: list[InstanceConfig] = Field(min_length=1)
+
+
+def check_pool(instances: list[InstanceConfig], roles: list[InstanceRole]) -> None:
+    """Raise ValueError unless `instances` (serving `roles`, same order) form a valid pool:
+    unique ids, and either colocated-only or >= 1 prefill and >= 1 decode."""
+    ids = [i.id for i in instances]
+    if len(set(ids)) != len(ids):
+        raise ValueError("instance ids must be unique")
+    kinds = set(roles)
+    if kinds == {InstanceRole.COLOCATED}:
+        return
+    if InstanceRole.COLOCATED in kinds:
+        raise ValueError("a pool is either colocated-only or P/D; it cannot mix them")
+    if kinds != {InstanceRole.PREFILL, InstanceRole.DECODE}:
+        raise ValueError("a P/D pool needs at least one prefill and one decode instance")
+
+
+def worker_role(role: InstanceRole) -> WorkerRole | None:
+    """The FluidPD role of a P/D instance; None for a colocated one."""
+    return None if role is InstanceRole.COLOCATED else WorkerRole(role.value)
 
 
 def linear_model(values: dict[str, float]) -> LinearStepModel:

@@ -3,18 +3,24 @@
 P/D: the prefill leg goes to the chosen prefill instance (`max_tokens=1`, `do_remote_decode`),
 then the decode leg, with the `kv_transfer_params` the prefill leg returned, goes to the chosen
 decode instance and is streamed back. FluidToken: the whole request goes to one decode instance.
+Colocated-only pool: the whole request goes to the least-loaded instance (no FluidPD).
 
 Failure handling: a connect error, a timeout or a 5xx from an instance marks it unhealthy for
 `unhealthy_cooldown_s` and the leg is re-routed to another instance (at most `max_attempts`
 instances per leg). A decode leg is retried only before its first byte reached the client. 4xx
 answers are the client's problem and pass through. Clients cannot steer where KV is pulled
 from: their `kv_transfer_params` are dropped.
+
+Membership may change while a request is in flight (`PUT /admin/instances`): a leg already
+sent finishes on its (retiring) worker; a decode leg whose chosen worker was removed during the
+prefill leg goes to another decode worker.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import math
 import time
 import uuid
 from collections.abc import AsyncIterator
@@ -110,6 +116,7 @@ class Proxy:
         self.client = client
         self.metrics = metrics
         self.config = runtime.config
+        self.routed: dict[str, int] = {}  # requests sent per colocated worker (tie-break)
 
     async def handle(self, api: str, body: dict[str, Any]) -> Response:
         """Serve one `/v1{api}` request; 503 when no instance could take it."""
@@ -126,7 +133,8 @@ class Proxy:
                 decision = self._decide(prompt, tried)
                 if decision is None:
                     break
-                self.metrics.decisions.labels(kind=decision.kind.value).inc()
+                kind = "colocated" if self.runtime.colocated else decision.kind.value
+                self.metrics.decisions.labels(kind=kind).inc()
                 try:
                     return await self._forward(api, body, decision, prompt, output, tried)
                 except UpstreamFailed as exc:
@@ -145,16 +153,40 @@ class Proxy:
         return replace(view, workers=workers)
 
     def _decide(self, prompt: int, tried: set[str]) -> RouteDecision | None:
+        if self.runtime.colocated:
+            return self._colocated(tried)
         try:
             return route_request(self._view(tried), prompt, self.runtime.params)
         except NoWorkerAvailable:
             return None
 
+    def _colocated(self, tried: set[str]) -> RouteDecision | None:
+        """Least loaded (router's in-flight count, raised to the engine's running count) of
+        the healthy colocated workers not yet tried; ties to the one sent fewest requests."""
+        now = time.monotonic()
+        live = [
+            w
+            for w in self.runtime.workers.values()
+            if w.colocated and w.healthy(now) and w.worker_id not in tried
+        ]
+        if not live:
+            return None
+        best = min(
+            live,
+            key=lambda w: (
+                w.load().running_seqs,
+                w.local_prefill_tokens,
+                self.routed.get(w.worker_id, 0),
+            ),
+        )
+        self.routed[best.worker_id] = self.routed.get(best.worker_id, 0) + 1
+        return RouteDecision(RouteKind.FLUID_TOKEN, None, best.worker_id, math.inf)
+
     def _mark_failed(self, worker_id: str, tried: set[str]) -> None:
         tried.add(worker_id)
-        self.runtime.workers[worker_id].unhealthy_until_s = (
-            time.monotonic() + self.config.unhealthy_cooldown_s
-        )
+        worker = self.runtime.workers.get(worker_id)
+        if worker is not None:  # None: removed from the pool meanwhile
+            worker.unhealthy_until_s = time.monotonic() + self.config.unhealthy_cooldown_s
         self.metrics.upstream_failures.labels(worker=worker_id).inc()
 
     async def _forward(
@@ -174,7 +206,12 @@ class Proxy:
         decode_body = self.adapter.decode_body(body, prefilled)
         first = decision.decode_worker
         for _ in range(self.config.max_attempts):
-            worker = self.runtime.workers[first]
+            worker = self.runtime.workers.get(first)
+            if worker is None or worker.draining_to is not None:  # removed or flipping meanwhile
+                first = self._other_decoder(tried) or ""
+                if not first:
+                    break
+                continue
             lease = _Lease(worker, 0.0, prompt + output / 2)
             try:
                 return await self._final_leg(api, decode_body, lease, decision)

@@ -3,15 +3,27 @@
 Everything here runs on the router's one asyncio loop, so no locks. `RouterRuntime.view()`
 freezes it into the `ClusterView` the pure FluidPD policy (`planning.routing.fluidpd_router`)
 decides on; `apply_flip` carries out the policy's FluidRole decisions.
+
+Membership changes (`replace_instances`, the admin API) take effect at once for routing: a
+removed worker leaves `workers` (so the policy never sees it again: role counts, minimums and
+pressures are over the live pool only) and waits in `retiring` until the requests it already
+has finish (they hold the worker object), then `reap_retired` forgets it.
 """
 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from typing import Any
 
 from deploy.router.base_engine_adapter import EngineMetrics
-from deploy.router.config import InstanceConfig, RouterConfig
+from deploy.router.config import (
+    InstanceConfig,
+    InstanceRole,
+    RouterConfig,
+    check_pool,
+    worker_role,
+)
 from planning.routing.fluidpd_params import FluidPDParams
 from planning.routing.fluidpd_router import (
     ClusterView,
@@ -39,6 +51,18 @@ class WorkerRuntime:
     decode_context_tokens: float = 0.0
     unhealthy_until_s: float = 0.0
     metrics: EngineMetrics | None = None
+    colocated: bool = False  # takes whole requests only; never part of the P/D policy
+
+    @property
+    def instance_role(self) -> InstanceRole:
+        """The role it serves once any pending flip completes."""
+        if self.colocated:
+            return InstanceRole.COLOCATED
+        return InstanceRole((self.draining_to or self.role).value)
+
+    def in_flight(self) -> int:
+        """All requests the router has on it, of any role."""
+        return self.prefill_requests + self.decode_seqs
 
     def healthy(self, now_s: float) -> bool:
         return now_s >= self.unhealthy_until_s
@@ -76,6 +100,12 @@ class RouterRuntime:
     role_state: RoleControllerState = field(default_factory=RoleControllerState)
     flips_started: int = 0
     flips_completed: int = 0
+    retiring: list[WorkerRuntime] = field(default_factory=list)  # removed, requests in flight
+
+    @property
+    def colocated(self) -> bool:
+        """A colocated-only pool: whole requests on the least-loaded instance, no FluidPD."""
+        return any(w.colocated for w in self.workers.values())
 
     @classmethod
     def from_config(cls, config: RouterConfig) -> RouterRuntime:
@@ -97,6 +127,7 @@ class RouterRuntime:
                     healthy=w.healthy(now),
                 )
                 for w in self.workers.values()
+                if not w.colocated
             ),
             ttft_slo_s=self.config.ttft_slo_s,
             tpot_slo_s=self.config.tpot_slo_s,
@@ -116,11 +147,49 @@ class RouterRuntime:
             worker.draining_to = None
             self.flips_completed += 1
 
+    def replace_instances(self, instances: list[InstanceConfig]) -> dict[str, Any]:
+        """Make `instances` the pool, in place. An id already served at the same URL (and of
+        the same kind) keeps its live state and role (FluidRole may have flipped it: its role
+        here is only the starting role of new instances). Others are added; workers not in
+        `instances` (or whose URL changed) retire: no new requests, in-flight ones finish.
+        Raises ValueError (nothing changed) unless the resulting pool is valid."""
+        kept = {i.id: self.workers[i.id] for i in instances if self._same(i)}
+        roles = [kept[i.id].instance_role if i.id in kept else i.role for i in instances]
+        check_pool(instances, roles)
+        added = [i.id for i in instances if i.id not in kept]
+        retired = [w for w in self.workers.values() if kept.get(w.worker_id) is not w]
+        self.workers = {i.id: kept.get(i.id) or _worker(self.config, i) for i in instances}
+        self.retiring.extend(retired)
+        if added or retired:  # a new pool: FluidRole observes it afresh (cooldown kept)
+            self.role_state = replace(self.role_state, overloaded=None, imbalance_since_s=None)
+        self.reap_retired()
+        return {
+            "added": added,
+            "removed": [w.worker_id for w in retired],
+            "kept": [i.id for i in instances if i.id in kept],
+        }
+
+    def _same(self, instance: InstanceConfig) -> bool:
+        w = self.workers.get(instance.id)
+        return (
+            w is not None
+            and w.base_url == str(instance.url).rstrip("/")
+            and w.colocated == (instance.role is InstanceRole.COLOCATED)
+        )
+
+    def reap_retired(self) -> list[str]:
+        """Forget retired workers whose last request finished; returns their ids."""
+        done = [w for w in self.retiring if w.in_flight() == 0]
+        self.retiring = [w for w in self.retiring if w.in_flight() > 0]
+        return [w.worker_id for w in done]
+
 
 def _worker(config: RouterConfig, instance: InstanceConfig) -> WorkerRuntime:
+    role = worker_role(instance.role)
     return WorkerRuntime(
         worker_id=instance.id,
         base_url=str(instance.url).rstrip("/"),
-        role=instance.role,
+        role=role or WorkerRole.DECODE,  # colocated: accounted like a decode worker
         perf=config.instance_perf(instance),
+        colocated=role is None,
     )

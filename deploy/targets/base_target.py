@@ -55,7 +55,8 @@ class DeployTarget(Protocol):
         """host:port of a running unit, None when it cannot be reached from here."""
 
     def update_router(self, router: RouterUnit, external_id: str, hosts: dict[str, str]) -> None:
-        """Give a running router its new config (parameters in place; membership by reload)."""
+        """Give a running router its new config: FluidPD parameters and instance set in place
+        through its admin API (local, ec2), or a new ConfigMap and a restart (kubernetes)."""
 
     def flip_role(self, router: RouterUnit, router_id: str, unit: EngineUnit) -> None:
         """Ask the router to move a running engine to `unit.role` (drains the old role)."""
@@ -67,16 +68,29 @@ class DeployTarget(Protocol):
 
 
 class RouterAdmin(Protocol):
-    """The live router's admin API (`deploy.router.app`): parameters and roles in place."""
+    """The live router's admin API (`deploy.router.app`): parameters, roles and the instance
+    set, all in place."""
 
     def put_params(self, router_url: str, params: dict[str, Any]) -> None: ...
 
     def set_role(self, router_url: str, instance: str, role: str) -> None: ...
 
+    def put_instances(self, router_url: str, instances: list[dict[str, Any]]) -> None:
+        """Replace the router's instances (`InstanceConfig` dicts): removed ones drain."""
+        ...
+
+
+def push_router_config(admin: RouterAdmin, router_url: str, config: dict[str, Any]) -> None:
+    """Bring a running router to `config` (a `RouterUnit.config` document) in place: FluidPD
+    parameters first, then the instance set (new engines take work, removed ones drain)."""
+    admin.put_params(router_url, dict(config["fluidpd"]))
+    admin.put_instances(router_url, list(config["instances"]))
+
 
 @dataclass
 class HttpRouterAdmin:
-    """`PUT /admin/params` and `POST /admin/roles` of `deploy.router.app`."""
+    """`PUT /admin/params`, `POST /admin/roles` and `PUT /admin/instances` of
+    `deploy.router.app` (bearer `token` when the router has one, else it must be loopback)."""
 
     client: httpx.Client = field(default_factory=lambda: httpx.Client(timeout=10.0))
     token: str | None = None
@@ -93,6 +107,11 @@ class HttpRouterAdmin:
         r = self.client.post(f"{router_url}/admin/roles", json=body, headers=self._headers())
         r.raise_for_status()
 
+    def put_instances(self, router_url: str, instances: list[dict[str, Any]]) -> None:
+        body = {"instances": instances}
+        r = self.client.put(f"{router_url}/admin/instances", json=body, headers=self._headers())
+        r.raise_for_status()
+
 
 @dataclass
 class RecordingRouterAdmin:
@@ -105,6 +124,9 @@ class RecordingRouterAdmin:
 
     def set_role(self, router_url: str, instance: str, role: str) -> None:
         self.calls.append(("set_role", router_url, (instance, role)))
+
+    def put_instances(self, router_url: str, instances: list[dict[str, Any]]) -> None:
+        self.calls.append(("put_instances", router_url, instances))
 
 
 TargetFactory = Callable[..., DeployTarget]

@@ -31,6 +31,7 @@ from deploy.targets.base_target import (
     TargetCannotProvideError,
     TargetName,
     Unit,
+    push_router_config,
     register_target,
 )
 
@@ -59,8 +60,14 @@ def engine_user_data(unit: EngineUnit, stage: int, leader_ip: str | None, image:
     return "#cloud-config\n" + yaml.safe_dump({"runcmd": [["sh", "-c", run]]}, sort_keys=False)
 
 
-def router_user_data(router: RouterUnit, hosts: dict[str, str], image: str) -> str:
-    config = json.dumps(router.config(hosts), indent=2, sort_keys=True)
+def router_user_data(
+    router: RouterUnit, hosts: dict[str, str], image: str, admin_token: str | None = None
+) -> str:
+    """cloud-config that runs the router container. It listens on all interfaces, so its
+    admin API is reachable from the rollout host only with `admin_token` (no token: admin is
+    loopback-only and `update_router` from elsewhere is refused)."""
+    document = router.config(hosts) | ({"admin_token": admin_token} if admin_token else {})
+    config = json.dumps(document, indent=2, sort_keys=True)
     files = [{"path": "/etc/coral/router.json", "content": config}]
     run = (
         "docker run -d --name coral-router --network host -v /etc/coral:/etc/coral "
@@ -82,13 +89,15 @@ class Ec2Target:
         router_image: str = "coral-router:latest",
         router_instance_type: str = "c7i.large",
         router_admin: RouterAdmin | None = None,
+        router_admin_token: str | None = None,
     ) -> None:
         self.client_for_region = client_for_region
+        self.router_admin_token = router_admin_token
         self.image_id = image_id
         self.vllm_image = vllm_image
         self.router_image = router_image
         self.router_instance_type = router_instance_type
-        self.router_admin = router_admin or HttpRouterAdmin()
+        self.router_admin = router_admin or HttpRouterAdmin(token=router_admin_token)
         self.plan_id = ""
         self.deployment_id = ""
 
@@ -170,7 +179,7 @@ class Ec2Target:
 
     def create(self, unit: Unit, hosts: dict[str, str]) -> str:
         if isinstance(unit, RouterUnit):
-            data = router_user_data(unit, hosts, self.router_image)
+            data = router_user_data(unit, hosts, self.router_image, self.router_admin_token)
             return str(self._launch(unit, 0, self.router_instance_type, data)["InstanceId"])
         leader = self._launch(unit, 0, unit.machines[0][0], engine_user_data(unit, 0, None,
                                                                              self.vllm_image))  # fmt: skip
@@ -187,10 +196,11 @@ class Ec2Target:
         return f"{ip}:{port}" if ip else None
 
     def update_router(self, router: RouterUnit, external_id: str, hosts: dict[str, str]) -> None:
-        """FluidPD parameters in place through the router's admin API."""
+        """FluidPD parameters and instance set in place through the router's admin API (the
+        router instance's private IP and the rendered router port; engines at `hosts`)."""
         address = self.address(router, external_id)
         if address:
-            self.router_admin.put_params(f"http://{address}", dict(router.fluidpd))
+            push_router_config(self.router_admin, f"http://{address}", router.config(hosts))
 
     def flip_role(self, router: RouterUnit, router_id: str, unit: EngineUnit) -> None:
         address = self.address(router, router_id)

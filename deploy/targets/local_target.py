@@ -32,6 +32,7 @@ from deploy.targets.base_target import (
     TargetCannotProvideError,
     TargetName,
     Unit,
+    push_router_config,
     register_target,
 )
 
@@ -124,8 +125,9 @@ class LocalTarget:
         return f"{host}:{port}"
 
     def update_router(self, router: RouterUnit, external_id: str, hosts: dict[str, str]) -> None:
+        """Parameters and instance set in place through the router's loopback admin API."""
         url = f"http://{self.address(router, external_id)}"
-        self.router_admin.put_params(url, dict(router.fluidpd))
+        push_router_config(self.router_admin, url, router.config(hosts))
 
     def flip_role(self, router: RouterUnit, router_id: str, unit: EngineUnit) -> None:
         url = f"http://{self.address(router, router_id)}"
