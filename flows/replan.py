@@ -22,6 +22,7 @@ from flows.tasks import (
     offers_task,
     plan_report_task,
     publish_report_task,
+    publish_verification_task,
     rollout_task,
     simulate_task,
     snapshot_task,
@@ -58,6 +59,7 @@ class ReplanParams(BaseModel):
     solver: SolverName = SolverName.CBC
     time_limit_s: float = Field(30.0, gt=0)
     simulate: bool = True
+    slo_attainment_target: float = Field(0.9, ge=0, le=1, description="flag plans below this")
     auto_rollout: bool = False
     target: Target = "dry-run"
     approval_timeout_s: int = Field(3600, gt=0)
@@ -115,7 +117,14 @@ def replan(params: ReplanParams = ReplanParams()) -> str:  # noqa: B008 (pydanti
         get_run_logger().warning("plan %s infeasible: %s", plan_id, plan.explanation)
         return plan_id
     if p.simulate:
-        simulate_task(db, plan_id, p.trace, "static", 0)
+        sim = simulate_task(db, plan_id, p.trace, "static", 0)
+        if not publish_verification_task(sim, p.slo_attainment_target):
+            get_run_logger().warning(
+                "plan %s meets its SLOs for only %.1f%% of the trace's requests (target %.0f%%)",
+                plan_id,
+                100 * sim.slo_attainment,
+                100 * p.slo_attainment_target,
+            )
     publish_report_task(plan_report_task(db, plan_id, p.out_dir), key="replan")
     if p.auto_rollout or _approved(plan_id, p.approval_timeout_s):
         rollout_task(db, plan_id, p.target, p.out_dir)

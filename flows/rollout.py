@@ -6,9 +6,8 @@ from pathlib import Path
 from typing import Literal
 
 from prefect import flow
-from prefect.artifacts import create_markdown_artifact
 
-from flows.tasks import rollout_task
+from flows.tasks import publish_rollout_task, rollout_task
 
 
 @flow(name="rollout", log_prints=True)
@@ -20,8 +19,6 @@ def rollout_plan(
 ) -> str:
     """Roll `plan_id` out on `target`; returns the rollout status."""
     result = rollout_task(db, plan_id, target, out_dir)
-    lines = [f"# Rollout of plan `{plan_id}` on {target}: {result.status}", "", result.message, ""]
-    lines += [f"- `{action_id}`" for action_id in result.executed]
-    create_markdown_artifact("\n".join(lines), key="rollout", description="rollout actions")
+    publish_rollout_task(plan_id, target, result)
     print(f"rollout {result.deployment_id}: {result.status}; files in {result.render_dir}")
     return result.status

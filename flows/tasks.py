@@ -92,6 +92,23 @@ def simulate_task(db: Path, plan_id: str, trace: str, policy: str, seed: int) ->
     return simulate_plan(db, plan_id, trace=trace, policy=policy, seed=seed)
 
 
+@task
+def publish_verification_task(sim: SimRunSummary, attainment_target: float) -> bool:
+    """A markdown artifact saying whether the plan met its SLOs on the trace; True if it did."""
+    met = sim.slo_attainment >= attainment_target
+    verdict = "meets" if met else "MISSES"
+    create_markdown_artifact(
+        f"# Plan `{sim.plan_id}` {verdict} its SLOs on trace `{sim.trace}`\n\n"
+        f"| SLO attainment | target | goodput req/s | TTFT p99 s | TPOT p99 s | requests | dropped |\n"
+        f"|---|---|---|---|---|---|---|\n"
+        f"| {sim.slo_attainment:.3f} | {attainment_target:.2f} | {sim.goodput_req_per_s:.2f} "
+        f"| {sim.ttft_p99_s:.2f} | {sim.tpot_p99_s:.3f} | {sim.requests} | {sim.dropped} |\n",
+        key="replan-verification",
+        description="simulated SLO attainment of the new plan",
+    )
+    return met
+
+
 @task(retries=1)
 def plan_report_task(db: Path, plan_id: str, out_dir: Path) -> ReportResult:
     return build_plan_report(db, plan_id, out_dir)
@@ -105,6 +122,14 @@ def history_report_task(db: Path, since: str, out_dir: Path) -> ReportResult:
 @task(timeout_seconds=3600)
 def rollout_task(db: Path, plan_id: str, target: str, out_dir: Path) -> RolloutResult:
     return rollout(db, plan_id, make_target(target, out_dir=out_dir), out_dir)
+
+
+@task
+def publish_rollout_task(plan_id: str, target: str, result: RolloutResult) -> None:
+    """A markdown artifact listing the rollout's status and the actions it applied."""
+    lines = [f"# Rollout of plan `{plan_id}` on {target}: {result.status}", "", result.message, ""]
+    lines += [f"- `{action_id}`" for action_id in result.executed]
+    create_markdown_artifact("\n".join(lines), key="rollout", description="rollout actions")
 
 
 @task

@@ -20,7 +20,9 @@ def test_every_flow_is_served_with_its_schedule(tmp_path) -> None:
 
 def test_schedules_are_configurable(tmp_path) -> None:
     custom = Schedules(profiling_cron="30 3 * * *", replan_interval_s=300)
-    deployments = {d.flow_name: d for d in build_deployments(Settings(db=tmp_path / "c.duckdb"), custom)}
+    deployments = {
+        d.flow_name: d for d in build_deployments(Settings(db=tmp_path / "c.duckdb"), custom)
+    }
     assert deployments["nightly-profiling"].schedules[0].schedule.cron == "30 3 * * *"
     assert deployments["replan"].schedules[0].schedule.interval == timedelta(minutes=5)
 
@@ -30,8 +32,15 @@ def test_parameter_schemas_expose_typed_settings(tmp_path) -> None:
     replan = deployments["replan"]
     schema = replan._parameter_openapi_schema.model_dump()
     params = schema["definitions"]["ReplanParams"]["properties"]
-    assert {"mode", "regions", "inventory_source", "workload_source", "churn_penalty_usd_per_hr",
-            "auto_rollout", "target"} <= set(params)
+    assert {
+        "mode",
+        "regions",
+        "inventory_source",
+        "workload_source",
+        "churn_penalty_usd_per_hr",
+        "auto_rollout",
+        "target",
+    } <= set(params)
     assert params["total_rate_req_per_s"]["exclusiveMinimum"] == 0
     assert replan.parameters["params"]["solver"] == "highs"
     assert replan.parameters["params"]["db"] == str(tmp_path / "c.duckdb")
