@@ -144,3 +144,11 @@ def insert_single_gpu_decode(db: Path, plan_id: str = "plan-l4") -> None:
         [Rental("g6e.xlarge", "L40S", 1, 1), Rental("g6.xlarge", "L4", 1, 2),
          Rental("g6.12xlarge", "L4", 4, 1)],
     )  # fmt: skip
+
+
+COLOCATED = TemplateRow("tpl-l8-c-h100", LLAMA8, "colocated", (("H100-SXM", 1, 32),))
+
+
+def insert_colocated(db: Path, plan_id: str = "plan-colo", replicas: int = 2) -> None:
+    """Llama-3.1-8B: `replicas` colocated (plain vLLM) H100 instances, no P/D."""
+    insert_plan(db, plan_id, [COLOCATED], [Assign(COLOCATED.template_id, replicas)], [P5])

@@ -13,6 +13,7 @@ from catalog_db.connection import read_connection
 from catalog_db.deploy_io import load_render_input
 from deploy.render.inputs import RenderInput
 from deploy.render.render_plan import RenderError, render_deployment
+from deploy.render.units import unit_name
 from deploy.router.config import RouterConfig
 from planning.domain import Stage
 from planning.routing.fluidpd_params import FluidPDParams
@@ -96,6 +97,16 @@ def test_router_config_is_what_the_router_accepts(catalog_path: Path, insert) ->
         config = RouterConfig.model_validate(router.config())
         assert config.params() == FluidPDParams()
         assert len(config.instances) == len(router.instances)
+
+
+def test_colocated_only_group_gets_a_router(catalog_path: Path) -> None:
+    plan_rows.insert_colocated(catalog_path)
+    spec = render_deployment(_load(catalog_path, "plan-colo"))
+    assert len(spec.engines) == 2 and all(e.kv_role is None for e in spec.engines)
+    (router,) = spec.routers
+    config = RouterConfig.model_validate(router.config())
+    assert [i.role for i in config.instances] == ["colocated", "colocated"]
+    assert [i.id for i in config.instances] == [unit_name(e.unit_id) for e in spec.engines]
 
 
 def _with_stages(data: RenderInput, template_id: str, stages, partition) -> RenderInput:  # type: ignore[no-untyped-def]

@@ -6,17 +6,24 @@ from __future__ import annotations
 import json
 import sys
 import textwrap
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from catalog_db.connection import read_connection
 from catalog_db.deploy_io import PlanNotDeployableError, PlanNotFoundError, rollout_events
 from deploy.render.diff import ActionKind
 from deploy.render.render_plan import RenderError
+from deploy.render.units import RouterUnit, unit_name
 from deploy.rollout import http_health_checker, rollout
-from deploy.targets.base_target import RecordingRouterAdmin, TargetCannotProvideError
+from deploy.targets.base_target import (
+    HttpRouterAdmin,
+    RecordingRouterAdmin,
+    TargetCannotProvideError,
+)
 from deploy.targets.dryrun_target import DryRunTarget
 from deploy.targets.ec2_target import Ec2Target
 from deploy.targets.local_target import LocalTarget
@@ -206,3 +213,62 @@ def _spec_units(db: Path) -> list[Any]:
     with read_connection(db) as con:
         spec = get_deployment(con, "plan-a.local.1").spec
     return [*spec.engines, *spec.routers]
+
+
+def _fake_launcher(unit: Any, port: int, config: Path) -> list[str]:
+    """Routers run the real router server; engines the fake engine (TEST DOUBLE)."""
+    if isinstance(unit, RouterUnit):
+        return [sys.executable, "-m", "deploy.router.server", str(config)]
+    return [sys.executable, "-m", "deploy.testing.fake_engine", "--id",
+            unit_name(unit.unit_id), "--port", str(port)]  # fmt: skip
+
+
+def test_local_update_router_changes_a_running_routers_instances(
+    catalog_path: Path, tmp_path: Path
+) -> None:
+    """plan-a (1P+1D) then plan-b (1P+2D) on the local target: the running router process
+    learns the new decode engine through `PUT /admin/instances` and sends it traffic."""
+    from catalog_db.deploy_io import get_deployment
+
+    plan_rows.insert_pd_pair(catalog_path, "plan-a", prefill=1, decode=1)
+    plan_rows.insert_pd_pair(catalog_path, "plan-b", prefill=1, decode=2)
+    http = httpx.Client(timeout=30, trust_env=False)
+    target = LocalTarget(tmp_path / "state", host_gpus=8, launcher=_fake_launcher,
+                         router_admin=HttpRouterAdmin(client=http))  # fmt: skip
+    check = http_health_checker(timeout_s=30, interval_s=0.1)
+    started: dict[str, tuple[Any, str]] = {}
+    try:
+        first = rollout(catalog_path, "plan-a", target, tmp_path, check)
+        assert first.status == "active"
+        with read_connection(catalog_path) as con:
+            dep_a = get_deployment(con, "plan-a.local.1")
+        units = {u.unit_id: u for u in [*dep_a.spec.engines, *dep_a.spec.routers]}
+        started.update({k: (units[k], v) for k, v in dep_a.external_ids.items()})
+        (router,) = dep_a.spec.routers
+        url = f"http://{target.address(router, dep_a.external_ids[router.unit_id])}"
+        assert len(http.get(f"{url}/admin/instances").json()["instances"]) == 2
+
+        second = rollout(catalog_path, "plan-b", target, tmp_path, check)
+        assert second.status == "active"
+        assert [a.kind for a in second.actions] == [ActionKind.CREATE, ActionKind.UPDATE_ROUTER]
+        with read_connection(catalog_path) as con:
+            dep_b = get_deployment(con, "plan-b.local.1")
+        units = {u.unit_id: u for u in [*dep_b.spec.engines, *dep_b.spec.routers]}
+        started.update({k: (units[k], v) for k, v in dep_b.external_ids.items()})
+        assert dep_b.external_ids[router.unit_id] == dep_a.external_ids[router.unit_id]
+        (new,) = set(dep_b.external_ids) - set(dep_a.external_ids)
+        new_url = f"http://{target.address(units[new], dep_b.external_ids[new])}"
+        live = http.get(f"{url}/admin/instances").json()["instances"]
+        assert {i["id"] for i in live} == {unit_name(e.unit_id) for e in dep_b.spec.engines}
+        assert {"id": unit_name(new), "url": new_url, "role": "decode"} in live
+
+        body = {"model": "m", "prompt": "alpha beta " * 100, "max_tokens": 16}
+        with ThreadPoolExecutor(max_workers=8) as pool:
+            codes = list(pool.map(lambda _: http.post(f"{url}/v1/completions", json=body)
+                                  .status_code, range(24)))  # fmt: skip
+        assert codes == [200] * 24
+        assert http.get(f"{new_url}/fake/log").json()  # the new engine got work
+    finally:
+        for unit, external_id in started.values():
+            target.delete(unit, external_id)
+        http.close()

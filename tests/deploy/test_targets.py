@@ -15,7 +15,12 @@ from catalog_db.connection import read_connection
 from catalog_db.deploy_io import load_render_input
 from deploy.render.render_plan import render_deployment
 from deploy.render.units import DeploymentSpec
-from deploy.targets.base_target import TargetCannotProvideError, TargetName, make_target
+from deploy.targets.base_target import (
+    RecordingRouterAdmin,
+    TargetCannotProvideError,
+    TargetName,
+    make_target,
+)
 from deploy.targets.ec2_target import Ec2Target
 from deploy.targets.kubernetes_objects import (
     InvalidObjectError,
@@ -129,3 +134,31 @@ def test_ec2_refuses_what_it_cannot_provide(catalog_path: Path, ec2_factory: Any
     with pytest.raises(TargetCannotProvideError, match="not offered"):
         Ec2Target(ec2_factory, ami, router_instance_type="x9.bogus").check(pd)
     assert live_instances(ec2_factory("us-east-1")) == []
+
+
+def test_ec2_update_router_pushes_params_and_instances(
+    catalog_path: Path, ec2_factory: Any, ami: str
+) -> None:
+    """The router's admin API at its instance's private IP and rendered port gets the FluidPD
+    parameters and the new instance set (engines at the addresses the target gave them)."""
+    spec = _spec(catalog_path, plan_rows.insert_pd_pair, "plan-pd")
+    admin = RecordingRouterAdmin()
+    target = Ec2Target(ec2_factory, ami, router_admin=admin, router_admin_token="s3cret")
+    target.bind("plan-pd", "dep-1")
+    (router,) = spec.routers
+    external_id = target.create(router, {})
+    client = ec2_factory("us-east-1")
+    (inst,) = live_instances(client)
+    raw = client.describe_instance_attribute(InstanceId=inst["InstanceId"],
+                                             Attribute="userData")["UserData"]["Value"]  # fmt: skip
+    files = yaml.safe_load(base64.b64decode(raw).decode())["write_files"]
+    assert '"admin_token": "s3cret"' in files[0]["content"]  # admin reachable from here
+    hosts = {e.unit_id: f"10.0.0.{n}:8000" for n, e in enumerate(spec.engines, start=5)}
+    target.update_router(router, external_id, hosts)
+    url = f"http://{inst['PrivateIpAddress']}:{router.http_port}"
+    assert [(op, where) for op, where, _ in admin.calls] == [
+        ("put_params", url), ("put_instances", url)]  # fmt: skip
+    assert admin.calls[0][2] == dict(router.fluidpd)
+    assert sorted(i["url"] for i in admin.calls[1][2]) == sorted(
+        f"http://{h}" for h in hosts.values()
+    )
