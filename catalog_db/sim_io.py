@@ -11,7 +11,10 @@
   model's shape when profiles lack it (GQA: 2 x layers x kv_heads x head_dim x dtype bytes;
   MLA: layers x (kv_lora_rank + qk_rope_head_dim) x dtype bytes);
 - $ per hour = the template's `ref_cost_usd_per_hr` (reference on-demand), else its GPUs at
-  the `gpu_prices` view's cheapest on-demand $/GPU-hour.
+  the `gpu_prices` view's cheapest on-demand $/GPU-hour;
+- region and cloud of each instance from its assignment; each model's arrivals are split over
+  regions by the plan's per-region demand (`plan_demand`: P/D + colocated req/s), and a request
+  is served in the region it arrived in (P and D of one request never cross regions).
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ import json
 import time
 import uuid
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -51,13 +54,16 @@ class PlanInstances:
     specs: tuple[ModelSpec, ...]  # per model: SLOs from the plan's workload or template class
     rates_req_per_s: Mapping[str, float]  # per model: the plan's demand (0 if not recorded)
     counter: ClampCounter
+    clouds: tuple[str, ...] = ()  # cloud of each instance
+    # per model: {region: req/s} from plan_demand; a model without rows has no split
+    region_split: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
 
 
 def read_plan_instances(con: duckdb.DuckDBPyConnection, plan_id: str) -> PlanInstances:
     """Every instance of `plan_id` with its perf built from profiles; KeyError if no such plan."""
     rows = con.execute(
         "SELECT a.template_id, a.model, a.phase, a.region, a.count, t.stages, t.max_batch, "
-        "t.ref_cost_usd_per_hr, t.workload_class FROM plan_assignments a "
+        "t.ref_cost_usd_per_hr, t.workload_class, a.cloud FROM plan_assignments a "
         "JOIN templates t USING (template_id) WHERE a.plan_id = ? ORDER BY ALL",
         [plan_id],
     ).fetchall()
@@ -67,15 +73,17 @@ def read_plan_instances(con: duckdb.DuckDBPyConnection, plan_id: str) -> PlanIns
     tables = _tables(con, sorted({r[1] for r in rows}))
     instances: list[SimInstance] = []
     regions: list[str] = []
-    for template_id, model, phase, region, count, stages_json, max_batch, cost, _ in rows:
+    clouds: list[str] = []
+    for template_id, model, phase, region, count, stages_json, max_batch, cost, _, cloud in rows:
         stages = _stages(stages_json)
         arch = read_model(con, model)
         perf = _instance_perf(
             con, f"{template_id}@{region}", arch, Phase(phase), stages, tables,
             max_batch, cost, counter,
         )  # fmt: skip
-        instances += [SimInstance(perf, Phase(phase))] * count
+        instances += [SimInstance(perf, Phase(phase), region, cloud)] * count
         regions += [region] * count
+        clouds += [cloud] * count
     return PlanInstances(
         plan_id,
         tuple(instances),
@@ -83,6 +91,8 @@ def read_plan_instances(con: duckdb.DuckDBPyConnection, plan_id: str) -> PlanIns
         _specs(con, plan_id, rows),
         _rates(con, plan_id),
         counter,
+        tuple(clouds),
+        _region_split(con, plan_id),
     )
 
 
@@ -194,7 +204,7 @@ def _specs(
             [plan_id],
         ).fetchall()
     }
-    for _, model, *_rest, workload_class in rows:
+    for _, model, *_rest, workload_class, _cloud in rows:
         if model not in found:
             slo = con.execute(
                 "SELECT ttft_slo_s, tpot_slo_s FROM workload_classes WHERE workload_class = ?",
@@ -213,6 +223,19 @@ def _rates(con: duckdb.DuckDBPyConnection, plan_id: str) -> dict[str, float]:
         [plan_id],
     ).fetchall()
     return {m: float(r) for m, r in rows}
+
+
+def _region_split(con: duckdb.DuckDBPyConnection, plan_id: str) -> dict[str, dict[str, float]]:
+    """Per model, its demand (req/s, P/D + colocated) in each region with a positive rate."""
+    split: dict[str, dict[str, float]] = {}
+    for model, region, rate in con.execute(
+        "SELECT model, region, pd_rate_req_per_s + coloc_rate_req_per_s FROM plan_demand "
+        "WHERE plan_id = ? ORDER BY model, region",
+        [plan_id],
+    ).fetchall():
+        if rate > 0:
+            split.setdefault(model, {})[region] = float(rate)
+    return split
 
 
 def store_sim_run(
@@ -287,15 +310,16 @@ def simulate_plan(
 
     One model: the trace as is. Several: each model gets a time-shifted slice of the trace at
     the plan's demand rate for it (`plan_demand`), or an equal share when none is recorded.
+    Each model's requests arrive in the plan's regions in proportion to its per-region demand
+    and are served there.
     """
     with read_connection(db_path, timeout_s=timeout_s) as con:
         plan = read_plan_instances(con, plan_id)
     base = trace if isinstance(trace, Trace) else load_trace(trace)
     workload = assign_models(base, plan.specs, dict(plan.rates_req_per_s))
     started = time.perf_counter()
-    result = run(
-        workload, plan.instances, make_router(policy), SimConfig(link_gbps=link_gbps, seed=seed)
-    )
+    config = SimConfig(link_gbps=link_gbps, seed=seed, region_split=plan.region_split)
+    result = run(workload, plan.instances, make_router(policy), config)
     wall_s = time.perf_counter() - started
     trace_name = base.name if isinstance(trace, Trace) else str(trace)
     with write_transaction(db_path, timeout_s=timeout_s) as con:

@@ -36,6 +36,14 @@ The same router object runs in the simulator (`planning.simulator`) and in the l
    step under the TPOT SLO. Helpers below give the predicted TTFT/TPOT that FluidPD's pressure
    indicators use. Per-model SLOs come in `state.specs`.
 
+5. **Regions** (e): every instance has a `region` (and `cloud`). The KV cache never crosses
+   regions (DESIGN.md: P and D of one request live in the same region), so a P/D route pairs a
+   prefill and a decode instance of one region; the driver rejects a route that does not (a
+   router bug). In `route` calls, `state.region` is the region the request arrived in (the
+   simulator splits each model's requests over regions by the plan's per-region demand); the
+   router serves it there. `state.region is None` means any region (one pool per region, still
+   never mixed). Control ticks see `state.region is None` and reason per region's pool.
+
 Values are frozen; routers never mutate the state they are given.
 """
 
@@ -85,6 +93,8 @@ class InstanceView:
     kv_capacity_tokens: int
     step_time_s: float  # predicted decode step at the current batch (0 if empty)
     perf: InstancePerf
+    region: str = ""  # where it runs; P and D of one request share it
+    cloud: str = ""
 
     @property
     def kv_usage(self) -> float:
@@ -117,9 +127,17 @@ class ClusterState:
     specs: Mapping[str, ModelSpec]
     link_gbps: float = DEFAULT_LINK_GBPS
     seed: int = 0
+    region: str | None = None  # in `route`: the region the request arrived in (None: any)
 
-    def of_model(self, model: str) -> tuple[InstanceView, ...]:
-        return tuple(v for v in self.instances if v.model == model)
+    def of_model(self, model: str, region: str | None = None) -> tuple[InstanceView, ...]:
+        """Instances of `model`, only those in `region` when it is given."""
+        return tuple(
+            v for v in self.instances if v.model == model and (region is None or v.region == region)
+        )
+
+    def regions_of(self, model: str) -> tuple[str, ...]:
+        """Regions holding instances of `model`, sorted."""
+        return tuple(sorted({v.region for v in self.instances if v.model == model}))
 
     def kv_transfer_s(self, prefill: InstanceView, tokens: int) -> float:
         """Seconds to move `tokens` tokens of KV cache from `prefill` over the P->D link."""

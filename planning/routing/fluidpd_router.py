@@ -327,11 +327,12 @@ _ROLE_OF_PHASE = {Phase.PREFILL: WorkerRole.PREFILL, Phase.DECODE: WorkerRole.DE
 _PHASE_OF_ROLE = {WorkerRole.PREFILL: Phase.PREFILL, WorkerRole.DECODE: Phase.DECODE}
 
 
-def cluster_view(state: ClusterState, model: str) -> ClusterView:
-    """The FluidPD view of one model's P/D instances in a simulator/router `ClusterState`."""
+def cluster_view(state: ClusterState, model: str, region: str | None = None) -> ClusterView:
+    """The FluidPD view of one model's P/D instances in a simulator/router `ClusterState`;
+    only those in `region` when it is given (a P/D pool never spans regions)."""
     spec = state.specs[model]
     workers = []
-    for v in state.of_model(model):
+    for v in state.of_model(model, region):
         if v.role not in _ROLE_OF_PHASE:
             continue  # colocated instances are not part of a P/D pool
         kv_s = state.kv_transfer_s(v, 1)
@@ -354,8 +355,10 @@ def cluster_view(state: ClusterState, model: str) -> ClusterView:
 
 
 class FluidPDRouter:
-    """FluidPD as a `base_router.Router`: keeps one FluidRole window per model (private
-    history; its outputs depend only on the calls received). Counts its decisions."""
+    """FluidPD as a `base_router.Router`: keeps one FluidRole window per (model, region) pool
+    (private history; its outputs depend only on the calls received). Counts its decisions.
+    A request is routed in its region's pool (`state.region`), else in the pool with the
+    lowest predicted TTFT."""
 
     __slots__ = ("_policy", "_role_state", "control_interval_s", "decisions", "params")
 
@@ -365,7 +368,7 @@ class FluidPDRouter:
         self._policy = policy
         self.params = params
         self.control_interval_s = control_interval_s if params.fluid_role_enabled else 0.0
-        self._role_state: dict[str, RoleControllerState] = {}
+        self._role_state: dict[tuple[str, str], RoleControllerState] = {}
         self.decisions: dict[str, int] = {k.value: 0 for k in RouteKind} | {"flip": 0}
 
     @property
@@ -373,13 +376,21 @@ class FluidPDRouter:
         return self._policy
 
     def route(self, request: Request, state: ClusterState) -> Route | Reject:
-        view = cluster_view(state, request.model)
-        if not view.accepting(WorkerRole.DECODE):
+        regions = (state.region,) if state.region is not None else state.regions_of(request.model)
+        best: RouteDecision | None = None
+        for region in regions:  # one pool per region; the request's own when it has one
+            view = cluster_view(state, request.model, region)
+            if not view.accepting(WorkerRole.DECODE):
+                continue
+            try:
+                decision = route_request(view, request.input_tokens, self.params)
+            except NoWorkerAvailable:
+                continue
+            if best is None or decision.predicted_ttft_s < best.predicted_ttft_s:
+                best = decision
+        if best is None:
             return StaticRouter().route(request, state)  # colocated-only or no decode pool
-        try:
-            decision = route_request(view, request.input_tokens, self.params)
-        except NoWorkerAvailable as exc:
-            return Reject(str(exc))
+        decision = best
         self.decisions[decision.kind.value] += 1
         prefill = int(decision.prefill_worker) if decision.prefill_worker is not None else None
         return Route(decode_instance=int(decision.decode_worker), prefill_instance=prefill)
@@ -387,15 +398,18 @@ class FluidPDRouter:
     def control(self, state: ClusterState) -> tuple[RoleChange, ...]:
         changes: list[RoleChange] = []
         for model in state.specs:
-            view = cluster_view(state, model)
-            if not view.workers:
-                continue
-            before = self._role_state.get(model, RoleControllerState())
-            after, flips = step_roles(view, before, self.params, state.now_s)
-            self._role_state[model] = after
-            for flip in flips:
-                if not flip.completed:  # the driver completes drained flips itself
-                    changes.append(RoleChange(int(flip.worker_id), _PHASE_OF_ROLE[flip.to_role]))
+            for region in state.regions_of(model):  # FluidRole flips within one region's pool
+                view = cluster_view(state, model, region)
+                if not view.workers:
+                    continue
+                key = (model, region)
+                before = self._role_state.get(key, RoleControllerState())
+                after, flips = step_roles(view, before, self.params, state.now_s)
+                self._role_state[key] = after
+                for flip in flips:
+                    if not flip.completed:  # the driver completes drained flips itself
+                        to_role = _PHASE_OF_ROLE[flip.to_role]
+                        changes.append(RoleChange(int(flip.worker_id), to_role))
         self.decisions["flip"] += len(changes)
         return tuple(changes)
 

@@ -7,6 +7,8 @@ Per request, among the accepting instances of the request's model:
 - else, if there are COLOCATED (or only DECODE) instances: local prefill on the least-loaded
   (fewest queued prompt tokens + reserved KV tokens);
 - else reject.
+P and D always come from one region: `state.region` when the request arrived in one, else the
+region whose best prefill instance drains first (round-robin: regions in turn by request id).
 This is what SGLang's and vLLM's P/D routers do with a fixed P:D ratio (DESIGN.md baselines).
 """
 
@@ -47,18 +49,22 @@ class StaticRouter:
         return 0.0
 
     def route(self, request: Request, state: ClusterState) -> Route | Reject:
-        prefill, decode, colocated = _by_role(state, request.model)
-        if prefill and decode:
+        pools = _pools(state, request.model, state.region)
+        if state.region is not None and not pools:
+            return Reject(f"no accepting instance of {request.model!r} in {state.region!r}")
+        pd_pools = [(p, d) for p, d, _ in pools if p and d]
+        if pd_pools:
             if self.choice is Choice.ROUND_ROBIN:
+                prefill, decode = pd_pools[request.request_id % len(pd_pools)]
                 p = prefill[request.request_id % len(prefill)]
                 d = decode[request.request_id % len(decode)]
             else:
-                p = min(
-                    prefill, key=lambda v: (v.predicted_prefill_wait_s(state.now_s), v.instance_id)
-                )
+                # one region's pool: the one whose best prefill instance drains first
+                prefill, decode = min(pd_pools, key=lambda pool: _prefill_key(pool[0], state.now_s))
+                p = min(prefill, key=lambda v: _prefill_key([v], state.now_s))
                 d = min(decode, key=_decode_load)
             return Route(decode_instance=d.instance_id, prefill_instance=p.instance_id)
-        local = colocated or decode
+        local = sorted((v for _, d, c in pools for v in (c or d)), key=lambda v: v.instance_id)
         if local:
             if self.choice is Choice.ROUND_ROBIN:
                 return Route(local[request.request_id % len(local)].instance_id)
@@ -69,27 +75,27 @@ class StaticRouter:
         return ()
 
 
-def _by_role(
-    state: ClusterState, model: str
-) -> tuple[list[InstanceView], list[InstanceView], list[InstanceView]]:
-    prefill: list[InstanceView] = []
-    decode: list[InstanceView] = []
-    colocated: list[InstanceView] = []
-    lists = {Phase.PREFILL: prefill, Phase.DECODE: decode, Phase.COLOCATED: colocated}
+Pool = tuple[list[InstanceView], list[InstanceView], list[InstanceView]]
+_ROLE_INDEX = {Phase.PREFILL: 0, Phase.DECODE: 1, Phase.COLOCATED: 2}
+
+
+def _pools(state: ClusterState, model: str, region: str | None) -> list[Pool]:
+    """Per region (sorted by name; only `region` when given): the accepting prefill, decode and
+    colocated instances of `model`, each in id order. Regions without any are left out."""
+    by_region: dict[str, Pool] = {}
     for view in state.instances:
-        if view.model == model and view.accepting:
-            lists[view.role].append(view)
-    return prefill, decode, colocated
+        if view.model != model or not view.accepting:
+            continue
+        if region is not None and view.region != region:
+            continue
+        pool = by_region.setdefault(view.region, ([], [], []))
+        pool[_ROLE_INDEX[view.role]].append(view)
+    return [by_region[r] for r in sorted(by_region)]
 
 
-def _least_prefill_wait(views: list[InstanceView], now_s: float) -> InstanceView:
-    """The instance whose queue drains first (first in id order on ties)."""
-    best, best_s = views[0], views[0].predicted_prefill_wait_s(now_s)
-    for view in views[1:]:
-        wait_s = view.predicted_prefill_wait_s(now_s)
-        if wait_s < best_s:
-            best, best_s = view, wait_s
-    return best
+def _prefill_key(views: list[InstanceView], now_s: float) -> tuple[float, int]:
+    """(least predicted prefill wait, its instance id) over `views`."""
+    return min((v.predicted_prefill_wait_s(now_s), v.instance_id) for v in views)
 
 
 def _decode_load(view: InstanceView) -> tuple[float, int, int]:

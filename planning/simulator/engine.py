@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import heapq
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from planning.domain import Phase
@@ -48,26 +48,62 @@ from planning.simulator.results import (
     SimResult,
     aggregate,
 )
-from planning.workload import Workload
+from planning.workload import Request, Workload
 
 _PREFILL_DONE, _PREFILL_FREE, _TRANSFER_DONE, _STEP_END, _CONTROL = range(5)
 
 
 @dataclass(frozen=True, slots=True)
 class SimInstance:
-    """One serving instance of the simulated deployment and its starting role."""
+    """One serving instance of the simulated deployment, its starting role and where it runs."""
 
     perf: InstancePerf
     role: Phase
+    region: str = ""
+    cloud: str = ""
 
 
 @dataclass(frozen=True, slots=True)
 class SimConfig:
-    """Run parameters: P->D link bandwidth (Gb/s), seed, optional stop time (s)."""
+    """Run parameters: P->D link bandwidth (Gb/s), seed, optional stop time (s), and the
+    per-model split of arrivals over regions (`{model: {region: weight}}`; a model without an
+    entry arrives in no particular region and the router picks one pool)."""
 
     link_gbps: float = DEFAULT_LINK_GBPS
     seed: int = 0
     horizon_s: float | None = None
+    region_split: Mapping[str, Mapping[str, float]] | None = None
+
+
+def assign_regions(
+    requests: Sequence[Request], split: Mapping[str, Mapping[str, float]] | None
+) -> list[str | None]:
+    """The region each request arrives in: per model, in proportion to the split's weights.
+
+    Deterministic and smooth (largest deficit first, ties by region name): after n requests of a
+    model, each region has received n x its share rounded to within one request, so a burst is
+    shared between regions as the average demand is.
+    """
+    out: list[str | None] = [None] * len(requests)
+    if not split:
+        return out
+    shares: dict[str, list[tuple[str, float]]] = {}
+    for model, weights in split.items():
+        total = sum(w for w in weights.values() if w > 0)
+        if total > 0:
+            shares[model] = sorted((r, w / total) for r, w in weights.items() if w > 0)
+    seen: dict[str, int] = {}
+    given: dict[tuple[str, str], int] = {}
+    for i, req in enumerate(requests):
+        model_shares = shares.get(req.model)
+        if model_shares is None:
+            continue
+        n = seen.get(req.model, 0) + 1
+        seen[req.model] = n
+        region = max(model_shares, key=lambda rs: n * rs[1] - given.get((req.model, rs[0]), 0))[0]
+        given[(req.model, region)] = given.get((req.model, region), 0) + 1
+        out[i] = region
+    return out
 
 
 def run(
@@ -108,7 +144,10 @@ class _Sim:
         self.p_inst = [-1] * len(reqs)
         self.d_inst = [-1] * len(reqs)
         self.joined = [0] * len(reqs)
-        self.insts = [InstanceState(i, s.perf, s.role) for i, s in enumerate(instances)]
+        self.region = assign_regions(reqs, config.region_split)
+        self.insts = [
+            InstanceState(i, s.perf, s.role, s.region, s.cloud) for i, s in enumerate(instances)
+        ]
         self.heap: list[tuple[float, int, int, int, int]] = []
         self.seq = 0
         self.events = 0
@@ -157,23 +196,23 @@ class _Sim:
 
     # --- routing ---------------------------------------------------------------------------
 
-    def state(self) -> ClusterState:
+    def state(self, region: str | None = None) -> ClusterState:
         views = []
         for inst in self.insts:
             if inst.view is None:
                 inst.view = inst.make_view(self.now)
             views.append(inst.view)
         return ClusterState(
-            self.now, tuple(views), self.specs, self.config.link_gbps, self.config.seed
+            self.now, tuple(views), self.specs, self.config.link_gbps, self.config.seed, region
         )
 
     def on_arrival(self, r: int) -> None:
         request = self.workload.trace.requests[r]
-        decision = self.router.route(request, self.state())
+        decision = self.router.route(request, self.state(self.region[r]))
         if isinstance(decision, Reject):
             self.drop(decision.reason)
             return
-        d = self.checked(decision, request.model)
+        d = self.checked(decision, request.model, self.region[r])
         if self.n_in[r] + self.n_out[r] > d.perf.kv_capacity_tokens:
             self.drop("prompt + output exceed the decode instance's KV capacity")
             return
@@ -193,8 +232,9 @@ class _Sim:
         if not p.busy:
             self.start_prefill(p)
 
-    def checked(self, route: Route, model: str) -> InstanceState:
-        """The decode instance of a valid route; a router bug raises at once."""
+    def checked(self, route: Route, model: str, region: str | None) -> InstanceState:
+        """The decode instance of a valid route; a router bug raises at once (wrong model,
+        draining, wrong role, P and D in different regions, or outside the request's region)."""
         ids = [route.decode_instance]
         if route.prefill_instance is not None:
             ids.append(route.prefill_instance)
@@ -210,6 +250,13 @@ class _Sim:
         p = route.prefill_instance
         if p is not None and self.insts[p].role is not Phase.PREFILL:
             raise ValueError(f"router chose non-prefill instance {p}")
+        if p is not None and self.insts[p].region != d.region:
+            raise ValueError(
+                f"router paired prefill {p} ({self.insts[p].region}) with decode {d.id} "
+                f"({d.region}): KV cache must not cross regions"
+            )
+        if region is not None and d.region != region:
+            raise ValueError(f"router sent a request of region {region!r} to {d.region!r}")
         return d
 
     def drop(self, reason: str) -> None:
@@ -458,6 +505,7 @@ class _Sim:
             p if p >= 0 else None,
             self.d_inst[r],
             met,
+            self.insts[self.d_inst[r]].region,
         )
 
     def usage(self, makespan_s: float) -> list[InstanceUsage]:

@@ -33,6 +33,7 @@ class InstanceState:
         "busy_s",
         "chunk_tokens",
         "chunks",
+        "cloud",
         "counter",
         "ctx_base",
         "end_counter",
@@ -55,6 +56,7 @@ class InstanceState:
         "prefill_tps",
         "queue",
         "queued_tokens",
+        "region",
         "role",
         "slots",
         "step_chunks",
@@ -64,8 +66,12 @@ class InstanceState:
         "waiting_local_tokens",
     )
 
-    def __init__(self, instance_id: int, perf: InstancePerf, role: Phase) -> None:
+    def __init__(
+        self, instance_id: int, perf: InstancePerf, role: Phase, region: str = "", cloud: str = ""
+    ) -> None:
         self.id = instance_id
+        self.region = region
+        self.cloud = cloud
         self.perf = perf
         self.prefill_tps = _prefill_tps(perf)
         self.role = role
@@ -153,6 +159,8 @@ class InstanceState:
             kv_capacity_tokens=self.perf.kv_capacity_tokens,
             step_time_s=batch_step_s,
             perf=self.perf,
+            region=self.region,
+            cloud=self.cloud,
         )
 
 

@@ -30,6 +30,7 @@ class RequestResult:
     prefill_instance: int | None  # None: prefilled locally on the decode instance
     decode_instance: int
     met_slo: bool
+    region: str = ""  # where it was served (its decode instance's region)
 
 
 @dataclass(frozen=True, slots=True)

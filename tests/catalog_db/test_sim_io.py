@@ -106,3 +106,48 @@ def test_cli_simulate_prints_and_stores_the_run(catalog_path: Path, tmp_path: Pa
         assert con.execute("SELECT count(*) FROM sim_runs").fetchone() == (1,)
     missing = runner.invoke(app, ["--db", str(catalog_path), "simulate", "--plan", "nope"])
     assert missing.exit_code == 1 and "nope" in missing.output
+
+
+def test_two_region_plan_splits_arrivals_by_plan_demand_and_never_crosses(
+    catalog_path: Path,
+) -> None:
+    from collections import Counter
+
+    from planning.routing import make_router
+    from planning.simulator import SimConfig, run
+    from planning.workload import Workload
+
+    seed_plan(catalog_path, prefill_count=1, decode_count=1)
+    with write_transaction(catalog_path) as con:
+        for tid, phase, count in (("tp", "prefill", 2), ("td", "decode", 1)):
+            con.execute(
+                "INSERT INTO plan_assignments VALUES ('plan1', ?, ?, ?, 'aws', 'us-west-2', "
+                "'on_demand', ?)",
+                [tid, MODEL, phase, count],
+            )
+        con.execute(
+            "INSERT INTO plan_demand VALUES ('plan1', ?, 'us-east-1', 1.5, 0.5, 1.0), "
+            "('plan1', ?, 'us-west-2', 6.0, 0.0, 1.0)",
+            [MODEL, MODEL],
+        )
+    with read_connection(catalog_path) as con:
+        plan = read_plan_instances(con, "plan1")
+    assert sorted(set(plan.regions)) == ["us-east-1", "us-west-2"]
+    assert set(plan.clouds) == {"aws"}
+    assert plan.region_split == {MODEL: {"us-east-1": 2.0, "us-west-2": 6.0}}
+    assert [i.region for i in plan.instances] == list(plan.regions)
+    rows = [(i * 0.1, 400 + 10 * (i % 7), 12) for i in range(200)]
+    trace = make_trace("small", rows, model=MODEL)
+    result = run(
+        Workload(trace, plan.specs),
+        plan.instances,
+        make_router("static"),
+        SimConfig(region_split=plan.region_split),
+    )
+    assert result.completed == 200
+    assert Counter(r.region for r in result.per_request) == {"us-east-1": 50, "us-west-2": 150}
+    for r in result.per_request:
+        assert r.prefill_instance is not None
+        assert plan.regions[r.prefill_instance] == plan.regions[r.decode_instance] == r.region
+    summary = simulate_plan(catalog_path, "plan1", trace, "fluidpd", seed=1)
+    assert summary.completed == 200
