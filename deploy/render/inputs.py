@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from planning.domain import Phase, Pricing, Template
+from planning.placement.plan import Rental
 
 
 @dataclass(frozen=True, slots=True)
@@ -23,18 +24,8 @@ class AssignmentInput:
     count: int
 
 
-@dataclass(frozen=True, slots=True)
-class RentalInput:
-    """Machines the plan rents: `count` × `instance_type` with `gpu_count` GPUs of `gpu_type`."""
-
-    cloud: str
-    region: str
-    instance_type: str
-    pricing: Pricing
-    gpu_type: str
-    gpu_count: int
-    count: int
-    price_usd_per_hr: float
+# The placement plan's own rental value: same fields, one definition.
+RentalInput = Rental
 
 
 @dataclass(frozen=True, slots=True)
