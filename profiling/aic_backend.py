@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 
 from planning.domain import Dtype, GpuType, ModelArch, Phase
+from profiling import aic_yaml
 from profiling.analytic_backend import analytic_result, checked_memory, spec_of
 from profiling.base_backend import BackendName, JobResult, ProfileJob
 from profiling.calibration import calibration_dir, memory_constants
@@ -113,6 +114,8 @@ def _engine(target: _Target, num_layers: int) -> Any:
     logging.getLogger("aiconfigurator_core").setLevel(logging.ERROR)
     from aiconfigurator_core.sdk.engine import EngineHandle
 
+    aic_yaml.install()
+
     path = _config_dir(target.aic_model, num_layers)
     return EngineHandle.compile(
         path, target.system, "vllm", backend_version=target.version, **target.parallel
@@ -131,6 +134,7 @@ def _memory(target: _Target, num_layers: int) -> tuple[float, float, float]:
     """
     from aiconfigurator_core.sdk.memory import estimate_kv_cache
 
+    aic_yaml.install()
     utilization = memory_constants().gpu_memory_utilization
     estimate = estimate_kv_cache(
         _config_dir(target.aic_model, num_layers),

@@ -115,10 +115,17 @@ def build_jobs(
 
 
 def chunk_jobs(jobs: Sequence[ProfileJob]) -> list[tuple[ProfileJob, ...]]:
-    """Group jobs into Dask tasks: analytic and vLLM by (model, GPU); AIConfigurator by GPU
-    alone, so each system's kernel data (seconds to load) is loaded by one worker only."""
+    """Group jobs into Dask tasks, the long ones first.
+
+    AIConfigurator: one task per GPU type, because a worker process pays seconds per system
+    it touches (kernel-data load and attention-lane probes, cached in that process), so each
+    system is loaded by one worker only. Analytic and vLLM: one task per (model, GPU).
+    AIConfigurator tasks (~10 s each) are submitted first and the analytic ones (~20 ms
+    each) fill in behind them, so both workers stay busy to the end (longest first).
+    """
     chunks: dict[tuple[str, str, str], list[ProfileJob]] = {}
     for job in jobs:
         model = "" if job.backend is BackendName.AIC else job.model.model
         chunks.setdefault((model, job.gpu.gpu_type, job.backend), []).append(job)
-    return [tuple(chunk) for chunk in chunks.values()]
+    ordered = sorted(chunks.values(), key=lambda c: c[0].backend is not BackendName.AIC)
+    return [tuple(chunk) for chunk in ordered]

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import yaml
 
 from planning.domain import Phase
+from profiling import aic_yaml
 from profiling.aic_backend import AicBackend, _engine, _Target, aic_result, anchor_layers
 from profiling.base_backend import BackendName, ProfileJob
 
@@ -53,3 +55,15 @@ def test_uncovered_pair_is_refused_naming_it(models, gpus) -> None:
     assert not backend.covers(models[LLAMA8], gpus["T4"], models[LLAMA8].default_dtype)
     with pytest.raises(ValueError, match="'T4'"):
         backend.run(job(models, gpus, gpu="T4"))
+
+
+def test_yaml_cache_parses_once_and_hands_out_private_copies(tmp_path) -> None:
+    path = tmp_path / "system.yaml"
+    path.write_text("data_dir: data/h100\nnested: {a: [1, 2.5, true]}\n")
+    with path.open() as handle:
+        first = aic_yaml.cached_safe_load(handle)
+    first["nested"]["a"].append("mutated")
+    with path.open() as handle:
+        second = aic_yaml.cached_safe_load(handle)
+    assert second == {"data_dir": "data/h100", "nested": {"a": [1, 2.5, True]}}
+    assert second == yaml.safe_load(path.read_text())
