@@ -22,6 +22,7 @@ from planning.placement import explain
 from planning.placement.milp import (
     BuiltModel,
     SolveInfo,
+    XKey,
     build,
     extract,
     fix_served,
@@ -42,7 +43,7 @@ class RunOutcome:
     dual_bound: float | None = None  # the MIP solver's proven bound on the objective, if known
 
 
-class _HiGHS(pulp.HiGHS):  # type: ignore[misc,name-defined]
+class _HiGHS(pulp.HiGHS):
     """PuLP's highspy interface plus a warm start: `start` maps variable names to values that
     are handed to HiGHS (`setSolution`) as a first incumbent before it runs."""
 
@@ -227,7 +228,7 @@ def warm_values(built: BuiltModel, plan: Plan) -> dict[str, float]:
     for svc in plan.services:
         if (uv := built.u.get(svc.model)) is not None:
             values[uv.name] = svc.served_fraction
-    previous = {}
+    previous: dict[XKey, int] = {}
     if built.problem.churn is not None:
         for slot, count in built.problem.churn.previous:
             key = (slot.template_id, (slot.cloud, slot.region), slot.pricing)
