@@ -146,22 +146,35 @@ def table_at_layers(tables: Sequence[PerfTable], num_layers: int) -> PerfTable:
         tuple(a * (1 - w) + b * w for a, b in zip(row_lo, row_hi, strict=True))
         for row_lo, row_hi in zip(low.latency_ms, high.latency_ms, strict=True)
     )
+    memory = _memory_between(low, high, w)
     return replace(
         low,
         key=replace(low.key, num_layers=num_layers),
         latency_ms=grid,
-        **_memory_between(low, high, w),
+        weights_gib=memory.weights_gib,
+        kv_gib_per_token=memory.kv_gib_per_token,
+        max_kv_tokens=memory.max_kv_tokens,
     )
 
 
-def _memory_between(low: PerfTable, high: PerfTable, w: float) -> dict[str, float | int | None]:
+def _memory_between(low: PerfTable, high: PerfTable, w: float) -> _Memory:
     """weights and KV bytes per token interpolated; capacity from the smaller usable budget."""
-    fields = (low.weights_gib, high.weights_gib, low.kv_gib_per_token, high.kv_gib_per_token)
-    if any(f is None for f in fields) or low.max_kv_tokens is None or high.max_kv_tokens is None:
-        return {"weights_gib": None, "kv_gib_per_token": None, "max_kv_tokens": None}
-    w_lo, w_hi, kv_lo, kv_hi = (float(f) for f in fields)  # type: ignore[arg-type]
+    w_lo, w_hi = low.weights_gib, high.weights_gib
+    kv_lo, kv_hi = low.kv_gib_per_token, high.kv_gib_per_token
+    cap_lo, cap_hi = low.max_kv_tokens, high.max_kv_tokens
+    if w_lo is None or w_hi is None or kv_lo is None or kv_hi is None:
+        return _Memory(None, None, None)
+    if cap_lo is None or cap_hi is None:
+        return _Memory(None, None, None)
     weights = w_lo * (1 - w) + w_hi * w
     kv = kv_lo * (1 - w) + kv_hi * w
-    usable = min(w_lo + low.max_kv_tokens * kv_lo, w_hi + high.max_kv_tokens * kv_hi)
+    usable = min(w_lo + cap_lo * kv_lo, w_hi + cap_hi * kv_hi)
     capacity = int(max(usable - weights, 0.0) / kv) if kv > 0 else 0
-    return {"weights_gib": weights, "kv_gib_per_token": kv, "max_kv_tokens": capacity}
+    return _Memory(weights, kv, capacity)
+
+
+@dataclass(frozen=True, slots=True)
+class _Memory:
+    weights_gib: float | None
+    kv_gib_per_token: float | None
+    max_kv_tokens: int | None
