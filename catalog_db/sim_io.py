@@ -39,7 +39,7 @@ from planning.routing import RouterPolicy, make_router
 from planning.routing.base_router import DEFAULT_LINK_GBPS
 from planning.routing.instance_perf import ClampCounter, InstancePerf, from_tables
 from planning.simulator import SimConfig, SimInstance, SimResult, run
-from planning.workload import ModelSpec, Trace, assign_models
+from planning.workload import ModelSpec, Trace, assign_models, percentile
 
 GIB = 2**30
 
@@ -238,6 +238,32 @@ def _region_split(con: duckdb.DuckDBPyConnection, plan_id: str) -> dict[str, dic
     return split
 
 
+def per_model_detail(result: SimResult) -> dict[str, dict[str, float]]:
+    """Per model: SLO attainment, TTFT p99, the queue before prefill (p50/p90/p99 s) and the
+    mean utilisation of its instances by final role, to tell queueing from capacity."""
+    detail: dict[str, dict[str, float]] = {}
+    for m in result.per_model:
+        done = [r for r in result.per_request if r.model == m.model]
+        queue = [r.queue_s for r in done]
+        row = {
+            "slo_attainment": m.slo_attainment,
+            "ttft_p99_s": percentile([r.ttft_s for r in done], 0.99),
+            "queue_p50_s": percentile(queue, 0.5),
+            "queue_p90_s": percentile(queue, 0.9),
+            "queue_p99_s": percentile(queue, 0.99),
+        }
+        for role in Phase:
+            usage = [
+                u.utilisation
+                for u in result.instances
+                if (u.model, u.final_role) == (m.model, role)
+            ]
+            if usage:
+                row[f"{role.value}_utilisation"] = sum(usage) / len(usage)
+        detail[m.model] = row
+    return detail
+
+
 def store_sim_run(
     con: duckdb.DuckDBPyConnection,
     result: SimResult,
@@ -258,6 +284,7 @@ def store_sim_run(
         "perf_clamped_lookups": result.perf_clamped_lookups,
         "per_model_slo_attainment": {m.model: m.slo_attainment for m in result.per_model},
         "role_changes": len(result.role_changes),
+        "per_model": per_model_detail(result),
         **(params or {}),
     }
     con.execute(

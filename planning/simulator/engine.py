@@ -144,6 +144,7 @@ class _Sim:
         self.p_inst = [-1] * len(reqs)
         self.d_inst = [-1] * len(reqs)
         self.joined = [0] * len(reqs)
+        self.started = [nan] * len(reqs)  # when its prompt started prefilling
         self.region = assign_regions(reqs, config.region_split)
         self.insts = [
             InstanceState(i, s.perf, s.role, s.region, s.cloud) for i, s in enumerate(instances)
@@ -269,6 +270,7 @@ class _Sim:
         tokens, budget = 0, p.perf.prefill_token_budget
         while p.queue and (not batch or tokens + self.n_in[p.queue[0]] <= budget):
             r = p.queue.popleft()
+            self.started[r] = self.now
             batch.append(r)
             tokens += self.n_in[r]
         mean = tokens / len(batch)
@@ -324,6 +326,7 @@ class _Sim:
             d.slots += 1
             d.kv_reserved += need
             if local:
+                self.started[r] = self.now
                 d.waiting_local_tokens -= self.n_in[r]
                 d.chunks.append([r, self.n_in[r]])
                 d.chunk_tokens += self.n_in[r]
@@ -506,6 +509,7 @@ class _Sim:
             self.d_inst[r],
             met,
             self.insts[self.d_inst[r]].region,
+            self.started[r] - req.arrival_s if not math.isnan(self.started[r]) else 0.0,
         )
 
     def usage(self, makespan_s: float) -> list[InstanceUsage]:
@@ -518,6 +522,8 @@ class _Sim:
                 i.busy_s / makespan_s if makespan_s else 0.0,
                 i.perf.gpus,
                 i.perf.usd_per_hr,
+                i.perf.model,
+                i.region,
             )
             for i in self.insts
         ]

@@ -31,6 +31,9 @@ class RequestResult:
     decode_instance: int
     met_slo: bool
     region: str = ""  # where it was served (its decode instance's region)
+    # seconds from arrival until its prompt started prefilling: the prefill instance's queue
+    # (P/D), or the wait for a batch slot and KV space on the serving instance (local prefill)
+    queue_s: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,6 +58,8 @@ class InstanceUsage:
     utilisation: float
     gpus: int
     usd_per_hr: float
+    model: str = ""
+    region: str = ""
 
 
 @dataclass(frozen=True, slots=True)

@@ -151,3 +151,11 @@ def test_two_region_plan_splits_arrivals_by_plan_demand_and_never_crosses(
         assert plan.regions[r.prefill_instance] == plan.regions[r.decode_instance] == r.region
     summary = simulate_plan(catalog_path, "plan1", trace, "fluidpd", seed=1)
     assert summary.completed == 200
+    with read_connection(catalog_path) as con:
+        row = con.execute(
+            "SELECT params FROM sim_runs WHERE sim_run_id = ?", [summary.sim_run_id]
+        ).fetchone()
+    assert row is not None
+    detail = json.loads(row[0])["per_model"][MODEL]
+    assert {"queue_p99_s", "prefill_utilisation", "decode_utilisation"} <= set(detail)
+    assert detail["slo_attainment"] == pytest.approx(summary.slo_attainment)
