@@ -27,6 +27,8 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from fractions import Fraction
+from functools import cache
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -141,6 +143,7 @@ def attention_params(model: ModelArch) -> float:
     return max(residual / model.num_layers, 0.0)
 
 
+@cache  # pure in hashable frozen inputs; the analytic grid asks for it ~30,000 times
 def layer_shape(model: ModelArch, tp: int, dtype: Dtype, kv_bytes_per_elem: float) -> LayerShape:
     """Per-GPU weight bytes, FLOPs and KV bytes of one average layer."""
     dense, expert, shared, moe_fraction = _mlp_params(model)
@@ -230,10 +233,10 @@ class StepTerms:
     """A forward step's cost before efficiencies: three kernel groups (linear, attention,
     lm_head) as compute time at full peak and memory time at full bandwidth, plus TP comm."""
 
-    compute_ms: NDArray  # shape (3, n): at MFU = 1
-    memory_ms: NDArray  # shape (3, n): at MBU = 1
-    comm_ms: NDArray  # shape (n,)
-    num_layers: int
+    compute_ms: NDArray  # shape (3, *n): at MFU = 1
+    memory_ms: NDArray  # shape (3, *n): at MBU = 1
+    comm_ms: NDArray  # shape n
+    num_layers: int | NDArray  # broadcasts with n
 
 
 def step_ms(terms: StepTerms, eff: Efficiency) -> NDArray:
@@ -266,12 +269,14 @@ def _step_terms(
     attn_pairs: NDArray,
     kv_bytes: NDArray,
     sequences: NDArray,
+    layers: int | NDArray,
 ) -> StepTerms:
-    """Costs of one forward step over `tokens` tokens (arrays broadcast together)."""
+    """Costs of one forward step over `tokens` tokens (arrays, and `layers`, broadcast
+    together: a layers array of shape (k, 1, 1) gives k stages' grids in one evaluation,
+    element for element the same arithmetic as k separate calls)."""
     shape = layer_shape(spec.model, spec.tp, spec.dtype, constants.kv_cache_bytes_per_elem)
-    layers = spec.num_layers
-    tokens, attn_pairs, kv_bytes, sequences = np.broadcast_arrays(
-        tokens, attn_pairs, kv_bytes, sequences
+    tokens, attn_pairs, kv_bytes, sequences, _ = np.broadcast_arrays(
+        tokens, attn_pairs, kv_bytes, sequences, np.asarray(layers)
     )
     touched = shape.moe_layer_fraction * shape.expert_weight_bytes * _experts_touched(shape, tokens)
     head_params = spec.model.vocab_size * spec.model.hidden_size / spec.tp
@@ -296,24 +301,38 @@ def _step_terms(
 
 
 def prefill_terms(
-    spec: StageSpec, constants: MemoryConstants, batch: ArrayLike, prompt_tokens: ArrayLike
+    spec: StageSpec,
+    constants: MemoryConstants,
+    batch: ArrayLike,
+    prompt_tokens: ArrayLike,
+    layers: ArrayLike | None = None,
 ) -> StepTerms:
+    """Prefill step costs; `layers` None: the spec's layers (else an array to broadcast)."""
     b = np.asarray(batch, dtype=float)
     s = np.asarray(prompt_tokens, dtype=float)
     shape = layer_shape(spec.model, spec.tp, spec.dtype, constants.kv_cache_bytes_per_elem)
     tokens = b * s
     return _step_terms(
-        spec, constants, tokens, b * s * (s + 1) / 2, tokens * shape.kv_bytes_per_token, b
-    )
+        spec, constants, tokens, b * s * (s + 1) / 2, tokens * shape.kv_bytes_per_token, b,
+        spec.num_layers if layers is None else np.asarray(layers),
+    )  # fmt: skip
 
 
 def decode_terms(
-    spec: StageSpec, constants: MemoryConstants, batch: ArrayLike, context_tokens: ArrayLike
+    spec: StageSpec,
+    constants: MemoryConstants,
+    batch: ArrayLike,
+    context_tokens: ArrayLike,
+    layers: ArrayLike | None = None,
 ) -> StepTerms:
+    """Decode step costs; `layers` None: the spec's layers (else an array to broadcast)."""
     b = np.asarray(batch, dtype=float)
     c = np.asarray(context_tokens, dtype=float)
     shape = layer_shape(spec.model, spec.tp, spec.dtype, constants.kv_cache_bytes_per_elem)
-    return _step_terms(spec, constants, b, b * c, b * (c + 1) * shape.kv_bytes_per_token, b)
+    return _step_terms(
+        spec, constants, b, b * c, b * (c + 1) * shape.kv_bytes_per_token, b,
+        spec.num_layers if layers is None else np.asarray(layers),
+    )  # fmt: skip
 
 
 def prefill_latency_ms(
@@ -322,9 +341,13 @@ def prefill_latency_ms(
     constants: MemoryConstants,
     batch: ArrayLike,
     prompt_tokens: ArrayLike,
+    layers: ArrayLike | None = None,
 ) -> NDArray:
-    """Latency of prefilling `batch` prompts of `prompt_tokens` each in one step (ms)."""
-    return step_ms(prefill_terms(spec, constants, batch, prompt_tokens), eff)
+    """Latency of prefilling `batch` prompts of `prompt_tokens` each in one step (ms).
+
+    `layers` (optional) overrides the spec's layer count with an array that broadcasts
+    against batch and prompt_tokens, to evaluate several stage sizes at once."""
+    return step_ms(prefill_terms(spec, constants, batch, prompt_tokens, layers), eff)
 
 
 def decode_latency_ms(
@@ -333,11 +356,16 @@ def decode_latency_ms(
     constants: MemoryConstants,
     batch: ArrayLike,
     context_tokens: ArrayLike,
+    layers: ArrayLike | None = None,
 ) -> NDArray:
-    """Latency of one decode step of `batch` sequences at mean context `context_tokens` (ms)."""
-    return step_ms(decode_terms(spec, constants, batch, context_tokens), eff)
+    """Latency of one decode step of `batch` sequences at mean context `context_tokens` (ms);
+    `layers` as in `prefill_latency_ms`."""
+    return step_ms(decode_terms(spec, constants, batch, context_tokens, layers), eff)
 
 
-def layer_options(num_layers: int, fractions: tuple[int, ...] = (1, 2, 4, 8)) -> tuple[int, ...]:
-    """Layer counts profiled per stage shape: ceil(L / f) for each divisor f, distinct."""
+def layer_options(
+    num_layers: int, fractions: tuple[int | Fraction, ...] = (1, 2, 4, 8)
+) -> tuple[int, ...]:
+    """Layer counts profiled per stage shape: ceil(L / f) for each divisor f (an int or an
+    exact Fraction such as 4/3 for 3L/4), distinct, largest first."""
     return tuple(sorted({math.ceil(num_layers / f) for f in fractions}, reverse=True))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -46,13 +47,35 @@ def checked_memory(spec: StageSpec) -> StageMemory:
 
 def analytic_latency_grid(job: ProfileJob) -> np.ndarray:
     """Latency (ms) at every (batch, seq) of the job, shape (batches, seq_lens)."""
-    spec = spec_of(job)
-    eff = efficiency_for(job.gpu.gpu_type)
-    batch = np.asarray(job.batch_sizes, dtype=float)[:, None]
-    seq = np.asarray(job.seq_lens, dtype=float)[None, :]
-    if job.phase == Phase.PREFILL:
-        return prefill_latency_ms(spec, eff, memory_constants(), batch, seq)
-    return decode_latency_ms(spec, eff, memory_constants(), batch, seq)
+    return _latency_grids([job])[0]
+
+
+def _latency_grids(jobs: Sequence[ProfileJob]) -> np.ndarray:
+    """Grids of jobs that differ only in layers held, shape (jobs, batches, seq_lens), in one
+    vectorised evaluation (the same arithmetic per element as one job at a time)."""
+    first = jobs[0]
+    spec = spec_of(first)
+    eff = efficiency_for(first.gpu.gpu_type)
+    batch = np.asarray(first.batch_sizes, dtype=float)[:, None]
+    seq = np.asarray(first.seq_lens, dtype=float)[None, :]
+    layers = np.asarray([job.num_layers for job in jobs], dtype=float)[:, None, None]
+    latency = prefill_latency_ms if first.phase == Phase.PREFILL else decode_latency_ms
+    return latency(spec, eff, memory_constants(), batch, seq, layers)
+
+
+def analytic_results(jobs: Sequence[ProfileJob]) -> list[JobResult]:
+    """Analytic results of `jobs`, in order; jobs that differ only in the layers they hold
+    (a stage shape's layer options) share one evaluation."""
+    groups: dict[tuple, list[int]] = {}
+    for i, job in enumerate(jobs):
+        key = (job.model, job.gpu, job.tp, job.dtype, job.phase, job.batch_sizes, job.seq_lens)
+        groups.setdefault(key, []).append(i)
+    results: dict[int, JobResult] = {}
+    for indices in groups.values():
+        members = [jobs[i] for i in indices]
+        for i, job, grid in zip(indices, members, _latency_grids(members), strict=True):
+            results[i] = _result(job, grid)
+    return [results[i] for i in range(len(jobs))]
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,13 +93,16 @@ class AnalyticBackend:
 
 
 def analytic_result(job: ProfileJob, note: str = "") -> JobResult:
+    return _result(job, analytic_latency_grid(job), note)
+
+
+def _result(job: ProfileJob, grid: np.ndarray, note: str = "") -> JobResult:
     memory = checked_memory(spec_of(job))
-    grid = analytic_latency_grid(job)
     return JobResult(
         job=job,
         backend=str(BackendName.ANALYTIC),
         backend_version=analytic_version(),
-        latency_ms=tuple(tuple(float(v) for v in row) for row in grid),
+        latency_ms=tuple(map(tuple, grid.tolist())),
         weights_gib=memory.weights_gib,
         kv_gib_per_token=memory.kv_gib_per_token,
         max_kv_tokens=memory.max_kv_tokens,

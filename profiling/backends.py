@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 from planning.domain import Dtype, GpuType, ModelArch
 from profiling.aic_backend import AicBackend
-from profiling.analytic_backend import AnalyticBackend
+from profiling.analytic_backend import AnalyticBackend, analytic_results
 from profiling.base_backend import BackendName, JobResult, ProfileJob, ProfilerBackend
 from profiling.vllm_backend import VllmBackend
 
@@ -45,5 +45,8 @@ def run_job(job: ProfileJob) -> JobResult:
 
 
 def run_jobs(jobs: Sequence[ProfileJob]) -> list[JobResult]:
-    """One Dask task: a chunk of jobs run in order in the worker process."""
+    """One Dask task: a chunk of jobs run in order in the worker process (analytic jobs of a
+    chunk are evaluated together, vectorised over the layers each stage shape holds)."""
+    if jobs and all(job.backend is BackendName.ANALYTIC for job in jobs):
+        return analytic_results(jobs)
     return [run_job(job) for job in jobs]

@@ -5,8 +5,12 @@ batch sizes x sequence lengths (planning.perf_table.build_tables refuses holes).
 
 - TP: 1, 2, 4, 8, at most the GPU type's GPUs per machine, following vLLM's rule (TP divides
   the attention heads; KV heads split when TP <= KV heads, replicated when TP > KV heads).
-- Layers held: L, ceil(L/2), ceil(L/4), ceil(L/8), so templates can interpolate a pipeline
-  stage's latency linearly in layers.
+- Layers held: L, ceil(3L/4), ceil(L/2), ceil(L/4), ceil(L/8), so templates can interpolate a
+  pipeline stage's latency linearly in layers, and a stage of a big model can hold more than
+  half of it (3L/4 added for the templates' pipeline splits).
+- Decode contexts reach 16384: the "long" workload class needs a mean context of
+  8192 + 512/2 = 8448 and a final length of 8704, above the former top of 8192. Prefill
+  batches reach 32, so prefill throughput of short prompts is not capped at batch 16.
 - A stage whose weights and activation reserve leave no KV cache (analytic memory model) is
   skipped: no row could ever be used. Every other stage gets the whole rectangle — a shape
   whose KV cache does not fit is still timed; `max_kv_tokens` on the row says what fits.
@@ -17,6 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from fractions import Fraction
 
 from planning.domain import Dtype, GpuType, ModelArch, Phase
 from profiling.analytic import (
@@ -37,11 +42,12 @@ TP_CANDIDATES = (1, 2, 4, 8)
 class Shapes:
     """Grid axes. Prefill: prompt lengths; decode: mean context lengths."""
 
-    prefill_batch_sizes: tuple[int, ...] = (1, 2, 4, 8, 16)
+    prefill_batch_sizes: tuple[int, ...] = (1, 2, 4, 8, 16, 32)
     prefill_seq_lens: tuple[int, ...] = (128, 256, 512, 1024, 2048, 4096, 8192)
     decode_batch_sizes: tuple[int, ...] = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
-    decode_seq_lens: tuple[int, ...] = (128, 512, 1024, 2048, 4096, 8192)
-    layer_fractions: tuple[int, ...] = (1, 2, 4, 8)
+    decode_seq_lens: tuple[int, ...] = (128, 512, 1024, 2048, 4096, 8192, 16384)
+    # divisors f: a stage holds ceil(L / f) layers; Fraction(4, 3) gives ceil(3L/4) exactly
+    layer_fractions: tuple[int | Fraction, ...] = (1, Fraction(4, 3), 2, 4, 8)
 
     def axes(self, phase: Phase, model: ModelArch) -> tuple[tuple[int, ...], tuple[int, ...]]:
         batches, seqs = (

@@ -69,33 +69,46 @@ class ChunkOutcome:
     fallback_notes: tuple[str, ...]
 
 
+_PER_JOB_COLUMNS = tuple(
+    name for name in PROFILE_COLUMNS if name not in ("batch_size", "seq_len_tokens", "latency_ms")
+)
+
+
 def results_table(results: Sequence[JobResult]) -> pa.Table:
-    """Table rows of job results, built column-wise (no per-point Python objects)."""
-    columns: dict[str, list] = {name: [] for name in PROFILE_COLUMNS}
-    numeric: dict[str, list[np.ndarray]] = {
-        "batch_size": [],
-        "seq_len_tokens": [],
-        "latency_ms": [],
-    }
+    """Table rows of job results, built column-wise: each per-job value once, repeated over
+    the job's points by one Arrow `take` (no per-point Python objects)."""
+    if not results:
+        return _ARROW_SCHEMA.empty_table()
+    per_job: dict[str, list] = {name: [] for name in _PER_JOB_COLUMNS}
     for result in results:
-        job, n = result.job, result.job.num_points
-        per_job = {
-            "model": job.model.model, "gpu_type": job.gpu.gpu_type, "tp": job.tp,
-            "num_layers": job.num_layers, "phase": str(job.phase), "dtype": str(job.dtype),
-            "backend": result.backend, "backend_version": result.backend_version,
-            "weights_gib": result.weights_gib, "kv_gib_per_token": result.kv_gib_per_token,
-            "max_kv_tokens": result.max_kv_tokens, "measured_on": result.measured_on,
-        }  # fmt: skip
-        for name, value in per_job.items():
-            columns[name].extend([value] * n)
-        numeric["batch_size"].append(np.repeat(job.batch_sizes, len(job.seq_lens)))
-        numeric["seq_len_tokens"].append(np.tile(job.seq_lens, len(job.batch_sizes)))
-        numeric["latency_ms"].append(np.asarray(result.latency_ms, dtype=float).ravel())
-    arrays = {
-        name: np.concatenate(numeric[name]) if name in numeric and results else columns[name]
-        for name in PROFILE_COLUMNS
+        job = result.job
+        values = (
+            job.model.model, job.gpu.gpu_type, job.tp, job.num_layers, str(job.phase),
+            str(job.dtype), result.backend, result.backend_version, result.weights_gib,
+            result.kv_gib_per_token, result.max_kv_tokens, result.measured_on,
+        )  # fmt: skip
+        for name, value in zip(_PER_JOB_COLUMNS, values, strict=True):
+            per_job[name].append(value)
+    counts = [r.job.num_points for r in results]
+    owner = pa.array(np.repeat(np.arange(len(results)), counts))
+    numeric = {
+        "batch_size": np.concatenate(
+            [np.repeat(r.job.batch_sizes, len(r.job.seq_lens)) for r in results]
+        ),
+        "seq_len_tokens": np.concatenate(
+            [np.tile(r.job.seq_lens, len(r.job.batch_sizes)) for r in results]
+        ),
+        "latency_ms": np.concatenate(
+            [np.asarray(r.latency_ms, dtype=float).ravel() for r in results]
+        ),
     }
-    return pa.table(arrays, schema=_ARROW_SCHEMA)
+    arrays = [
+        pa.array(numeric[field.name], field.type)
+        if field.name in numeric
+        else pa.array(per_job[field.name], field.type).take(owner)
+        for field in _ARROW_SCHEMA
+    ]
+    return pa.Table.from_arrays(arrays, schema=_ARROW_SCHEMA)
 
 
 def run_chunk(chunk: Sequence[ProfileJob]) -> ChunkOutcome:

@@ -8,7 +8,7 @@ import pytest
 
 from planning.domain import Dtype, Phase
 from planning.perf_table import build_tables
-from profiling.analytic import ProfileInputError
+from profiling.analytic import ProfileInputError, layer_options
 from profiling.analytic_backend import analytic_result
 from profiling.base_backend import BackendName
 from profiling.grid import Shapes, build_jobs, chunk_jobs, feasible_tps
@@ -38,11 +38,22 @@ def test_layer_counts_include_full_model_and_fractions(models, gpus) -> None:
     jobs = build_jobs([arch], [gpus["H200-SXM"]], BackendName.ANALYTIC, SMALL)
     for tp in feasible_tps(arch, gpus["H200-SXM"]):
         held = {j.num_layers for j in jobs if j.tp == tp and j.phase == Phase.DECODE}
-        expected = {math.ceil(80 / f) for f in (1, 2, 4, 8)}
+        expected = {80, 60, 40, 20, 10}  # L, ceil(3L/4), L/2, L/4, L/8
         if tp == 1:  # 80 layers in bf16 (131 GiB) do not fit one 141 GiB x 0.9 H200 with reserve
             assert 80 not in held and held <= expected
         else:
             assert held == expected
+
+
+def test_default_grid_covers_long_contexts_deep_stages_and_prefill_batch_32(models, gpus) -> None:
+    llama, llama2 = models["meta-llama/Llama-3.1-70B-Instruct"], models["meta-llama/Llama-2-7b-hf"]
+    jobs = build_jobs([llama, llama2], [gpus["H100-SXM"]], BackendName.ANALYTIC)
+    decode = {j.model.model: j.seq_lens for j in jobs if j.phase == Phase.DECODE}
+    assert decode[llama.model][-1] == 16384  # the long class: mean 8448, final 8704 tokens
+    assert max(decode[llama2.model]) <= llama2.max_position_embeddings
+    assert all(j.batch_sizes[-1] == 32 for j in jobs if j.phase == Phase.PREFILL)
+    assert {j.num_layers for j in jobs if j.model is llama} >= {60}  # ceil(3 x 80 / 4)
+    assert math.ceil(61 * 3 / 4) in layer_options(61, Shapes().layer_fractions)
 
 
 def test_tp_follows_vllm_rule_and_machine_size(models, gpus) -> None:

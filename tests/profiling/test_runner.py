@@ -60,6 +60,7 @@ def test_unknown_names_are_refused_naming_them(catalog_path: Path) -> None:
 
 _CRASHING_RUN = """
 import os, signal, sys
+from fractions import Fraction  # the repr of Shapes.layer_fractions may hold one
 from profiling.grid import Shapes
 from profiling.runner import run_profiling
 shapes = Shapes(**{shapes!r})
