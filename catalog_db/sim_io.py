@@ -225,6 +225,23 @@ def _rates(con: duckdb.DuckDBPyConnection, plan_id: str) -> dict[str, float]:
     return {m: float(r) for m, r in rows}
 
 
+def stranded_instances(plan: PlanInstances) -> list[str]:
+    """Instances no request can reach (a plan defect the run makes visible): a prefill instance
+    with no decode instance of its model in its region (KV cache never crosses regions), or any
+    instance in a region where the plan records no demand for its model."""
+    decoders = {
+        (i.perf.model, r) for i, r in zip(plan.instances, plan.regions, strict=True)
+        if i.role is not Phase.PREFILL
+    }  # fmt: skip
+    out = []
+    for inst, region in zip(plan.instances, plan.regions, strict=True):
+        split = plan.region_split.get(inst.perf.model)
+        no_demand = split is not None and region not in split
+        if no_demand or (inst.role is Phase.PREFILL and (inst.perf.model, region) not in decoders):
+            out.append(inst.perf.name)
+    return out
+
+
 def _region_split(con: duckdb.DuckDBPyConnection, plan_id: str) -> dict[str, dict[str, float]]:
     """Per model, its demand (req/s, P/D + colocated) in each region with a positive rate."""
     split: dict[str, dict[str, float]] = {}
@@ -350,9 +367,8 @@ def simulate_plan(
     wall_s = time.perf_counter() - started
     trace_name = base.name if isinstance(trace, Trace) else str(trace)
     with write_transaction(db_path, timeout_s=timeout_s) as con:
-        sim_run_id = store_sim_run(
-            con, result, plan_id, trace_name, wall_s, {"link_gbps": link_gbps}
-        )
+        params = {"link_gbps": link_gbps, "stranded_instances": stranded_instances(plan)}
+        sim_run_id = store_sim_run(con, result, plan_id, trace_name, wall_s, params)
     return SimRunSummary(
         sim_run_id, plan_id, trace_name, result.policy, seed, result.requests, result.completed,
         result.dropped, result.slo_attainment, result.goodput_req_per_s, result.ttft_p99_s,

@@ -158,4 +158,27 @@ def test_two_region_plan_splits_arrivals_by_plan_demand_and_never_crosses(
     assert row is not None
     detail = json.loads(row[0])["per_model"][MODEL]
     assert {"queue_p99_s", "prefill_utilisation", "decode_utilisation"} <= set(detail)
+    assert json.loads(row[0])["stranded_instances"] == []
     assert detail["slo_attainment"] == pytest.approx(summary.slo_attainment)
+
+
+def test_prefill_without_a_decode_in_its_region_is_reported_stranded(catalog_path: Path) -> None:
+    from catalog_db.sim_io import stranded_instances
+
+    seed_plan(catalog_path, prefill_count=1, decode_count=1)
+    with write_transaction(catalog_path) as con:
+        con.execute(
+            "INSERT INTO plan_assignments VALUES ('plan1', 'tp', ?, 'prefill', 'aws', "
+            "'us-west-2', 'on_demand', 1)",
+            [MODEL],
+        )
+    with read_connection(catalog_path) as con:
+        plan = read_plan_instances(con, "plan1")
+    assert stranded_instances(plan) == ["tp@us-west-2"]
+    with write_transaction(catalog_path) as con:  # demand only in us-west-2: us-east-1 idle too
+        con.execute(
+            "INSERT INTO plan_demand VALUES ('plan1', ?, 'us-west-2', 1.0, 0.0, 1.0)", [MODEL]
+        )
+    with read_connection(catalog_path) as con:
+        plan = read_plan_instances(con, "plan1")
+    assert stranded_instances(plan) == ["td@us-east-1", "tp@us-east-1", "tp@us-west-2"]
