@@ -362,6 +362,23 @@ class SolveInfo:
     explanation: str | None = None
 
 
+def _stranded(built: BuiltModel, template: Template, loc: Location) -> bool:
+    """An instance in a location where its model is routed no demand of its kind.
+
+    The MILP is indifferent to such instances when they sit on GPUs of a machine it rents
+    anyway (they cost nothing), but no request could ever reach them: the simulator found a
+    prefill placed where its model had no decode and no demand. Dropping them changes no
+    constraint's feasibility unless a spot-share bound (C6) or the churn terms (C7) count them,
+    so they are kept in those cases.
+    """
+    p = built.problem
+    if p.max_spot_share is not None or p.churn is not None:
+        return False
+    routed = built.e if template.phase == Phase.COLOCATED else built.d
+    var = routed.get((template.model, loc))
+    return var is None or (var.value() or 0.0) <= 1e-9
+
+
 def extract(built: BuiltModel, info: SolveInfo) -> Plan:
     """Read a solved model into a Plan (variable values rounded to whole instances)."""
     p = built.problem
@@ -378,7 +395,7 @@ def extract(built: BuiltModel, info: SolveInfo) -> Plan:
             gpus=tuple(sorted(templates[tid].gpu_vector.items())),
         )
         for (tid, loc, c), var in built.x.items()
-        if (n := _count(var)) > 0
+        if (n := _count(var)) > 0 and not _stranded(built, templates[tid], loc)
     )
     rentals = tuple(
         Rental(

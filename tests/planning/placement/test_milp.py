@@ -194,3 +194,28 @@ def test_churn_penalty_keeps_previous_deployment() -> None:
     capped = solve(PlacementProblem(**base, churn=Churn(prev, max_changes=4)))
     assert capped.churn_changes <= 4
     assert capped.cost_usd_per_hr == pytest.approx(2 * 1.0 + 2 * 0.9)
+
+
+def test_instances_no_request_can_reach_are_dropped() -> None:
+    # Two regions with 8-GPU machines. Force a solution (by setting variable values) that
+    # routes all demand to r1 but also places a prefill in r2, on GPUs of a machine rented
+    # there: r2's prefill is unreachable and must not appear in the plan.
+    from planning.placement.milp import SolveInfo, extract
+
+    problem = PlacementProblem(
+        _pd_templates(),
+        (offer("H100", 8, 80.0, 2, region="r1"), offer("H100", 8, 80.0, 2, region="r2")),
+        (demand("m", 1),),
+        headroom=0.0,
+    )
+    built = build(problem)
+    for (tid, loc, _), var in built.x.items():
+        var.setInitialValue(1 if loc[1] == "r1" or tid == "p-h" else 0)
+    for i, var in built.y.items():
+        var.setInitialValue(1)
+    for (model, loc), var in built.d.items():
+        var.setInitialValue(1.0 if loc[1] == "r1" else 0.0)
+    for var in built.e.values():
+        var.setInitialValue(0.0)
+    plan = extract(built, SolveInfo("coral", "optimal", "cbc", 0.0, 160.0, None, None))
+    assert {(a.template_id, a.region) for a in plan.assignments} == {("p-h", "r1"), ("d-h", "r1")}
