@@ -10,7 +10,8 @@ catalog_db/data/calibration/aic_names.csv. Stages are compiled from a copy of th
 config.json with `num_hidden_layers` (and per-layer lists) truncated, at two anchor layer
 counts (L and ceil(L/2)); AIConfigurator sums per-layer ops plus embedding and lm_head, so
 other layer counts are the linear interpolation (see `anchor_layers`). This halves the
-compiles, and each compile or memory estimate re-reads the system's YAML (~45 ms).
+compiles; AIConfigurator's YAML reads are cached per worker process (profiling.aic_yaml),
+as are compiled engines, memory estimates and grids (functools.cache, keyed by target).
 Only the model's default dtype is covered (AIConfigurator then reads the checkpoint's own
 quantisation). When a compile or prediction fails the job falls back to the analytic backend
 and the result's note says why.

@@ -2,7 +2,8 @@
 
 Flow: read models and GPU types from the catalog -> build the job grid (profiling.grid) ->
 drop jobs whose points are already stored for the same backend and version (resume) ->
-group jobs into chunks (one (model, GPU, backend) each) -> `client.submit` every chunk
+group jobs into chunks (profiling.grid.chunk_jobs: one per GPU for AIConfigurator,
+submitted first; one per (model, GPU) otherwise) -> `client.submit` every chunk
 (vLLM chunks carry `resources={"GPU-<type>": 1}`) -> as chunks complete, their rows are
 buffered and upserted in batches, each batch in one short write transaction.
 
