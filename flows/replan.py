@@ -50,7 +50,7 @@ class ReplanParams(BaseModel):
     inventory_source: Literal["catalog", "aws", "file"] = "catalog"
     inventory_file: Path | None = None
     aws_endpoint_url: str | None = None
-    workload_source: WorkloadSource = WorkloadSource.TRACE
+    workload_source: WorkloadSource = WorkloadSource.FORECAST
     workload_file: Path | None = None
     trace: str = "conv"
     total_rate_req_per_s: float = Field(20.0, gt=0)
