@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections import defaultdict
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -360,28 +361,11 @@ def plan_and_store(
     coral = solve(problem)
     others = [solve_baseline(kind, problem) for kind in baselines]
     info = {**(params or {}), "scenario": problem.name, "headroom": problem.headroom}
-    coral_id = store_plan(
-        db_path,
-        coral,
-        demands=problem.demands,
-        snapshot_id=snapshot_id,
-        workload_source=workload_source,
-        params=info,
-        snapshot_age_s=snapshot_age_s,
-        stale=stale,
-    )
+    store = partial(
+        store_plan, db_path, demands=problem.demands, snapshot_id=snapshot_id,
+        workload_source=workload_source, params=info, snapshot_age_s=snapshot_age_s, stale=stale,
+    )  # fmt: skip
+    coral_id = store(coral)
     stored = [(coral_id, coral)]
-    for plan in others:
-        plan_id = store_plan(
-            db_path,
-            plan,
-            demands=problem.demands,
-            parent_plan_id=coral_id,
-            snapshot_id=snapshot_id,
-            workload_source=workload_source,
-            params=info,
-            snapshot_age_s=snapshot_age_s,
-            stale=stale,
-        )
-        stored.append((plan_id, plan))
+    stored += [(store(plan, parent_plan_id=coral_id), plan) for plan in others]
     return tuple(stored)
