@@ -211,9 +211,9 @@ def test_instances_no_request_can_reach_are_dropped() -> None:
     built = build(problem)
     for (tid, loc, _), var in built.x.items():
         var.setInitialValue(1 if loc[1] == "r1" or tid == "p-h" else 0)
-    for i, var in built.y.items():
+    for var in built.y.values():
         var.setInitialValue(1)
-    for (model, loc), var in built.d.items():
+    for (_, loc), var in built.d.items():
         var.setInitialValue(1.0 if loc[1] == "r1" else 0.0)
     for var in built.e.values():
         var.setInitialValue(0.0)
