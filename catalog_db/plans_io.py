@@ -19,7 +19,8 @@ from typing import Any
 import duckdb
 
 from catalog_db.connection import read_connection, write_transaction
-from planning.domain import ModelDemand, Offer, Phase, Pricing, Stage, Template
+from catalog_db.templates_io import current_templates
+from planning.domain import ModelDemand, Offer, Phase, Pricing, Template
 from planning.placement.plan import (
     Assignment,
     DemandSplit,
@@ -307,39 +308,7 @@ def read_offers(db_path: Path | str, snapshot_id: str) -> tuple[Offer, ...]:
 def read_templates(db_path: Path | str, models: tuple[str, ...]) -> tuple[Template, ...]:
     """Templates of the current template set for these models (empty if none are built)."""
     with read_connection(db_path) as con:
-        try:
-            from catalog_db.templates_io import current_templates  # the templates engineer's
-        except ImportError:
-            return _current_templates(con, models)
         return tuple(current_templates(con, list(models)))
-
-
-def _current_templates(
-    con: duckdb.DuckDBPyConnection, models: tuple[str, ...]
-) -> tuple[Template, ...]:
-    rows = con.execute(
-        "SELECT t.template_id, model, phase, workload_class, stages, throughput_tokens_per_s, "
-        "throughput_req_per_s, latency_s, max_batch, profile_backend, profile_backend_version "
-        "FROM templates t JOIN template_sets s ON s.template_set_id = t.template_set_id "
-        "AND s.is_current WHERE list_contains(?, model) ORDER BY t.template_id",
-        [list(models)],
-    ).fetchall()
-    return tuple(
-        Template(
-            tid,
-            m,
-            Phase(ph),
-            wc,
-            tuple(Stage(**s) for s in json.loads(st)),
-            tok,
-            req,
-            lat,
-            mb,
-            be,
-            bv,
-        )
-        for tid, m, ph, wc, st, tok, req, lat, mb, be, bv in rows
-    )
 
 
 def plan_and_store(

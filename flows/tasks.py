@@ -22,6 +22,7 @@ from catalog_db.plans_io import plan_and_store, read_templates
 from catalog_db.reports_io import ReportResult, build_history_report, build_plan_report
 from catalog_db.setup import InitSummary, init_catalog
 from catalog_db.sim_io import SimRunSummary, simulate_plan
+from catalog_db.templates_io import TemplateBuildSummary, rebuild_templates
 from deploy.rollout import RolloutResult, rollout
 from deploy.targets.base_target import make_target
 from planning.domain import ModelDemand, Offer, Template
@@ -50,9 +51,7 @@ def profile_task(
 
 
 @task(timeout_seconds=1800)
-def build_templates_task(db: Path, models: list[str] | None) -> Any:
-    from catalog_db.templates_io import rebuild_templates
-
+def build_templates_task(db: Path, models: list[str] | None) -> TemplateBuildSummary:
     return rebuild_templates(db, models=models)
 
 
