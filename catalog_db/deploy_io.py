@@ -12,6 +12,7 @@ from typing import Any
 
 import duckdb
 
+from catalog_db.templates_io import parse_stages
 from deploy.render.inputs import (
     AssignmentInput,
     ModelSlo,
@@ -26,7 +27,7 @@ from deploy.render.units import (
     engine_from_dict,
     router_from_dict,
 )
-from planning.domain import Phase, Pricing, Stage, Template
+from planning.domain import Phase, Pricing, Template
 
 
 class PlanNotFoundError(LookupError):
@@ -63,9 +64,7 @@ def _check_plan(con: duckdb.DuckDBPyConnection, plan_id: str) -> str | None:
 
 
 def _template(row: tuple[Any, ...]) -> TemplateSpec:
-    stages = tuple(
-        Stage(s["gpu_type"], int(s["tp"]), int(s["num_layers"])) for s in json.loads(row[4])
-    )
+    stages = parse_stages(row[4])
     template = Template(
         template_id=row[0],
         model=row[1],

@@ -34,6 +34,7 @@ from typing import Any
 import duckdb
 
 from catalog_db.connection import read_connection, write_transaction
+from catalog_db.templates_io import parse_stages
 from reports.cost import (
     BASELINE_KINDS,
     AssignmentRow,
@@ -166,8 +167,8 @@ def _template_gpus(con: duckdb.DuckDBPyConnection, template_ids: list[str]) -> d
     for tid, stages in con.execute(
         "SELECT template_id, stages FROM templates WHERE list_contains(?, template_id)", [missing]
     ).fetchall():
-        for stage in json.loads(stages):
-            vectors[tid][stage["gpu_type"]] = vectors[tid].get(stage["gpu_type"], 0) + stage["tp"]
+        for stage in parse_stages(stages):
+            vectors[tid][stage.gpu_type] = vectors[tid].get(stage.gpu_type, 0) + stage.tp
     return {tid: tuple(sorted(v.items())) for tid, v in vectors.items()}
 
 

@@ -32,6 +32,7 @@ import duckdb
 from catalog_db.connection import read_connection, write_transaction
 from catalog_db.profiles import read_points
 from catalog_db.queries import model as read_model
+from catalog_db.templates_io import parse_stages
 from catalog_db.traces import load_trace
 from planning.domain import Dtype, ModelArch, Phase, Stage
 from planning.perf_table import PerfTable, StageKey, build_tables, table_at_layers
@@ -75,7 +76,7 @@ def read_plan_instances(con: duckdb.DuckDBPyConnection, plan_id: str) -> PlanIns
     regions: list[str] = []
     clouds: list[str] = []
     for template_id, model, phase, region, count, stages_json, max_batch, cost, _, cloud in rows:
-        stages = _stages(stages_json)
+        stages = parse_stages(stages_json)
         arch = read_model(con, model)
         perf = _instance_perf(
             con, f"{template_id}@{region}", arch, Phase(phase), stages, tables,
@@ -94,11 +95,6 @@ def read_plan_instances(con: duckdb.DuckDBPyConnection, plan_id: str) -> PlanIns
         tuple(clouds),
         _region_split(con, plan_id),
     )
-
-
-def _stages(stages_json: Any) -> tuple[Stage, ...]:
-    items = json.loads(stages_json) if isinstance(stages_json, str) else stages_json
-    return tuple(Stage(s["gpu_type"], int(s["tp"]), int(s["num_layers"])) for s in items)
 
 
 def _tables(con: duckdb.DuckDBPyConnection, models: Sequence[str]) -> dict[StageKey, PerfTable]:

@@ -30,6 +30,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import duckdb
 import pandas as pd
@@ -323,6 +324,12 @@ def current_templates(
     return tuple(_template(row) for row in rows)
 
 
+def parse_stages(stages_json: Any) -> tuple[Stage, ...]:
+    """The `templates.stages` column (JSON text or already-decoded list) as Stage values."""
+    items = json.loads(stages_json) if isinstance(stages_json, str) else stages_json
+    return tuple(Stage(s["gpu_type"], int(s["tp"]), int(s["num_layers"])) for s in items)
+
+
 def _template(row: tuple) -> Template:
     (tid, model, phase, wclass, stages, tokens, reqs, latency, batch, backend, version) = row
     return Template(
@@ -330,7 +337,7 @@ def _template(row: tuple) -> Template:
         model=model,
         phase=Phase(phase),
         workload_class=wclass,
-        stages=tuple(Stage(s["gpu_type"], s["tp"], s["num_layers"]) for s in json.loads(stages)),
+        stages=parse_stages(stages),
         throughput_tokens_per_s=tokens,
         throughput_req_per_s=reqs,
         latency_s=latency,
