@@ -76,7 +76,7 @@ def explain_infeasible(problem: PlacementProblem) -> str:
     if structural:
         return structural
     for name, relaxed in _relaxations(problem):
-        _, outcome = solve_core(replace(relaxed, mode=Mode.COST))
+        outcome = solve_core(replace(relaxed, mode=Mode.COST)).outcome
         if outcome.status is not PlanStatus.INFEASIBLE:
             return _relaxation_sentence(name, problem, outcome.objective)
     return _inventory_sentence(problem)
@@ -111,7 +111,9 @@ def _relaxation_sentence(name: str, problem: PlacementProblem, cost: float | Non
 def _inventory_sentence(problem: PlacementProblem) -> str:
     from planning.placement.solve import solve_core
 
-    built, outcome = solve_core(replace(problem, mode=Mode.GOODPUT))
+    # locations kept apart: the sentence names the regions that are sold out
+    solved = solve_core(replace(problem, mode=Mode.GOODPUT), merge=False)
+    built, outcome = solved.built, solved.outcome
     if outcome.status is PlanStatus.INFEASIBLE:
         return "no plan satisfies the constraints even with demand dropped (check churn and budget)"
     short = []

@@ -20,7 +20,9 @@ Variables
   d[m,l] ≥ 0 req/s served P/D-disaggregated at l;  e[m,l] ≥ 0 req/s served colocated at l;
   u_m ∈ [0,1] served fraction (goodput mode; fixed to 1 in cost mode);
   z[t,l,c] ≥ 0 churn |x − x⁰| (only with churn).
-Constraints
+Constraints (in C2, C3, C3c cap_t is clipped to the most the model can ask of that phase,
+(1+h) λ_m in_m, (1+h) λ_m out_m or (1+h) λ_m: every integer plan stays feasible and the LP
+relaxation must rent a whole instance for a model whose demand is below one; see `max_need`)
   C1  Σ_l (d[m,l] + e[m,l]) = u_m λ_m                                       ∀ m
   C2  Σ_{t∈P_m, c} cap_t x[t,l,c] ≥ (1+h) in_m d[m,l]                       ∀ m, l
   C3  Σ_{t∈D_m, c} cap_t x[t,l,c] ≥ (1+h) out_m d[m,l]                      ∀ m, l
@@ -87,11 +89,8 @@ class BuiltModel:
     constraints: dict[str, list[str]] = field(default_factory=dict)
 
 
-def eligible_templates(
-    problem: PlacementProblem, keep: frozenset[str] = frozenset()
-) -> dict[str, tuple[Template, ...]]:
-    """Per demanded model, the templates the MILP may use (class, SLO and GPU types match).
-    `keep`: template ids that survive the `templates_per_group` shortlist (a warm start's)."""
+def eligible_templates(problem: PlacementProblem) -> dict[str, tuple[Template, ...]]:
+    """Per demanded model, the templates the MILP may use (class, SLO and GPU types match)."""
     offered = {o.gpu_type for o in problem.offers if o.available_count > 0}
     by_model: dict[str, list[Template]] = defaultdict(list)
     demands = {d.model: d for d in problem.demands}
@@ -101,45 +100,7 @@ def eligible_templates(
             continue
         if meets_slo(t, demand) and set(t.gpu_vector) <= offered:
             by_model[t.model].append(t)
-    if problem.templates_per_group is not None:
-        prices = _cheapest_usd_per_gpu_hr(problem.offers)
-        k = problem.templates_per_group
-        short = {m: _shortlist(ts, prices, k) for m, ts in by_model.items()}
-        for m, ts in by_model.items():
-            ids = {t.template_id for t in short[m]}
-            short[m] += tuple(t for t in ts if t.template_id in keep and t.template_id not in ids)
-        return short
     return {m: tuple(ts) for m, ts in by_model.items()}
-
-
-def _cheapest_usd_per_gpu_hr(offers: Iterable[Offer]) -> dict[str, float]:
-    prices: dict[str, float] = {}
-    for o in offers:
-        if o.available_count > 0:
-            per_gpu = o.price_usd_per_hr / o.gpu_count
-            prices[o.gpu_type] = min(prices.get(o.gpu_type, per_gpu), per_gpu)
-    return prices
-
-
-def _shortlist(ts: list[Template], prices: dict[str, float], k: int) -> tuple[Template, ...]:
-    """Per phase: the k cheapest templates per unit capacity, plus the cheapest of each single
-    GPU type (substitutes when a type runs out). See `PlacementProblem.templates_per_group`."""
-
-    def usd_per_unit(t: Template) -> float:
-        usd = sum(n * prices[g] for g, n in t.gpu_vector.items())
-        return usd / capacity(t) if capacity(t) > 0 else float("inf")
-
-    kept: dict[str, Template] = {}
-    for phase in Phase:
-        ranked = sorted((t for t in ts if t.phase == phase), key=usd_per_unit)
-        kept.update((t.template_id, t) for t in ranked[:k])
-        seen: set[str] = set()
-        for t in ranked:
-            types = tuple(t.gpu_vector)
-            if len(types) == 1 and types[0] not in seen:
-                seen.add(types[0])
-                kept[t.template_id] = t
-    return tuple(kept.values())
 
 
 def meets_slo(t: Template, demand: ModelDemand) -> bool:
@@ -178,12 +139,9 @@ def slots(problem: PlacementProblem, templates: Iterable[Template]) -> list[XKey
     return keys
 
 
-def build(
-    problem: PlacementProblem, *, relaxed: bool = False, keep: frozenset[str] = frozenset()
-) -> BuiltModel:
-    """Build the MILP (or its LP relaxation) with the cost objective set; see module docstring.
-    `keep`: template ids kept through the optional shortlist (see `eligible_templates`)."""
-    eligible = eligible_templates(problem, keep)
+def build(problem: PlacementProblem, *, relaxed: bool = False) -> BuiltModel:
+    """Build the MILP (or its LP relaxation) with the cost objective set; see module docstring."""
+    eligible = eligible_templates(problem)
     templates = {t.template_id: t for ts in eligible.values() for t in ts}
     cat = pulp.LpContinuous if relaxed else pulp.LpInteger
     lp = pulp.LpProblem("coral_placement", pulp.LpMinimize)
@@ -227,9 +185,11 @@ def _add_demand(b: BuiltModel) -> None:
     by_model_loc: dict[tuple[str, Location], dict[Phase, list[pulp.LpAffineExpression]]] = (
         defaultdict(lambda: defaultdict(list))
     )
+    demands = {m.model: m for m in p.demands}
     for (tid, loc, _c), var in b.x.items():
         t = b.templates[tid]
-        by_model_loc[(t.model, loc)][t.phase].append(capacity(t) * var)
+        cap = min(capacity(t), max_need(demands[t.model], t.phase, p.headroom))
+        by_model_loc[(t.model, loc)][t.phase].append(cap * var)
     served_terms = []
     for m in (dem for dem in p.demands if dem.rate_req_per_s > 0):
         if p.mode == Mode.GOODPUT:
@@ -241,6 +201,15 @@ def _add_demand(b: BuiltModel) -> None:
         b.lp += pulp.lpSum(routed) == target, f"C1_{_safe(m.model)}"
         served_terms.append(m.priority * target)
     b.served = pulp.lpSum(served_terms)
+
+
+def max_need(m: ModelDemand, phase: Phase, headroom: float) -> float:
+    """The most capacity model m can ever ask of one phase at one location (all its demand
+    there): tokens/s for prefill and decode, req/s colocated. Capacities above it are clipped to
+    it in C2/C3/C3c, which keeps every integer plan feasible and tightens the LP relaxation
+    (an instance bigger than all demand must still be rented whole)."""
+    per_req = {Phase.PREFILL: m.mean_input_tokens, Phase.DECODE: m.mean_output_tokens}
+    return (1.0 + headroom) * per_req.get(phase, 1.0) * m.rate_req_per_s
 
 
 def _route(
@@ -424,7 +393,7 @@ def extract(built: BuiltModel, info: SolveInfo) -> Plan:
         assignments=assignments,
         rentals=rentals,
         demand_splits=_splits(built),
-        services=_services(built),
+        services=read_services(built),
         churn_changes=_churn_changes(built),
         explanation=info.explanation,
     )
@@ -445,7 +414,8 @@ def _splits(b: BuiltModel) -> tuple[DemandSplit, ...]:
     return tuple(rows)
 
 
-def _services(b: BuiltModel) -> tuple[ModelService, ...]:
+def read_services(b: BuiltModel) -> tuple[ModelService, ...]:
+    """Served fraction per demanded model (1 in cost mode) as read from a solved model."""
     rows = []
     for m in b.problem.demands:
         frac = float(b.u[m.model].value() or 0.0) if m.model in b.u else 1.0

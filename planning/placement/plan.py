@@ -82,8 +82,8 @@ class Plan:
     bound: the larger (cost mode; the smaller in goodput mode) of `lp_bound` and the MIP solver's
     dual bound (HiGHS `mip_dual_bound`; CBC: the objective less `mip_gap` when proven optimal).
     `gap` = |objective - best_bound| / |objective|, i.e. the gap to the BEST bound, not to the LP
-    relaxation. Both bounds are over the template set the MILP was given (after the optional
-    `templates_per_group` shortlist)."""
+    relaxation. Both bounds hold for every plan over the problem's full template set and
+    inventory (a merged-locations solve bounds the original: see `planning.placement.aggregate`)."""
 
     kind: PlanKind
     mode: str

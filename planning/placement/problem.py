@@ -63,10 +63,11 @@ class PlacementProblem:
     bounds each model's share of GPUs on spot. `budget_usd_per_hr` caps the rental bill.
     `mip_gap`: the solver stops once its incumbent is proven within this relative distance of
     its best bound (status OPTIMAL then means optimal within `mip_gap`; 0 asks for exact).
-    `templates_per_group`: None keeps every eligible template (exact). K keeps, per model and
-    phase, the K cheapest per unit of capacity at the cheapest offered $/GPU-h plus the cheapest
-    one of each single GPU type, a heuristic that shrinks large problems (plans are then optimal
-    over that subset only).
+    `start_candidates`: K > 0 first solves the MILP over a few candidate templates (those the LP
+    relaxation uses plus, per model and phase, the K cheapest for that model's demand at the
+    cheapest offered $/GPU-h) and hands that plan to the full MILP as its first incumbent, which
+    then runs for the time left (see `planning.placement.candidates`); the full template set is
+    always searched and bounded. None: the full MILP alone.
     """
 
     templates: tuple[Template, ...]
@@ -80,7 +81,7 @@ class PlacementProblem:
     solver: SolverName = SolverName.CBC
     time_limit_s: float = 30.0
     mip_gap: float = 0.005
-    templates_per_group: int | None = None
+    start_candidates: int | None = 3
     name: str = field(default="", compare=False)
 
     def __post_init__(self) -> None:
@@ -136,8 +137,10 @@ def _check_knobs(p: PlacementProblem) -> None:
         _finite_nonneg(p.budget_usd_per_hr, "budget_usd_per_hr")
     if not 0.0 <= p.mip_gap < 1.0:
         raise PlacementInputError(f"mip_gap must lie in [0, 1), got {p.mip_gap}")
-    if p.templates_per_group is not None and p.templates_per_group < 1:
-        raise PlacementInputError("templates_per_group must be >= 1 or None")
+    if p.start_candidates is not None and p.start_candidates < 1:
+        raise PlacementInputError(
+            f"start_candidates must be >= 1 or None, got {p.start_candidates}"
+        )
     if not p.time_limit_s > 0:
         raise PlacementInputError(f"time_limit_s must be > 0, got {p.time_limit_s}")
     if p.churn is not None:

@@ -3,6 +3,11 @@
 `solve(problem) -> Plan` never returns None and never asserts: an infeasible problem gives a plan
 with status INFEASIBLE and an explanation naming what binds.
 
+Pipeline (`solve_core`): interchangeable locations are merged (`aggregate`: an exact relaxation
+that removes the MILP's symmetry between identical regions); a restricted MILP over candidate
+templates gives a first plan (`candidates`); the full MILP starts from it for the time left; the
+merged plan is split back over the real locations (`aggregate.disaggregation`).
+
 Bounds: `Plan.lp_bound` is the root LP relaxation; `Plan.best_bound` is the best proven bound
 (the LP relaxation or the MIP solver's dual bound, whichever is tighter) and `Plan.gap` is the
 gap to `best_bound`. Warm start: `solve(problem, start=plan)` hands a feasible plan (a baseline:
@@ -18,7 +23,8 @@ from dataclasses import dataclass, replace
 
 import pulp
 
-from planning.placement import explain
+from planning.placement import aggregate, explain
+from planning.placement.candidates import candidate_ids
 from planning.placement.milp import (
     BuiltModel,
     SolveInfo,
@@ -26,11 +32,19 @@ from planning.placement.milp import (
     build,
     extract,
     fix_served,
+    read_services,
     set_cost_objective,
     set_served_objective,
 )
-from planning.placement.plan import Plan, PlanKind, PlanStatus
+from planning.placement.plan import DemandSplit, ModelService, Plan, PlanKind, PlanStatus, Rental
 from planning.placement.problem import Mode, PlacementProblem, SolverName
+
+RESTRICTED_TIME_SHARE = 0.5  # of the time left, at most, for the restricted (candidates) MILP
+FULL_MIN_S = 1.0  # the full MILP runs after the restricted one only with this much time left
+# splitting a merged plan back gets at least this share of the time limit, and these seconds,
+# even past the limit: a merged plan that is not split is no plan
+SPLIT_MIN_TIME_SHARE = 0.25
+SPLIT_MIN_S = 1.5
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,6 +55,7 @@ class RunOutcome:
     objective: float | None
     message: str | None = None
     dual_bound: float | None = None  # the MIP solver's proven bound on the objective, if known
+    built: BuiltModel | None = None  # the model solved, where it is not the caller's own
 
 
 class _HiGHS(pulp.HiGHS):
@@ -128,6 +143,18 @@ def _dual_bound(built: BuiltModel, name: SolverName) -> float | None:
     return objective + slack if maximise else objective - slack
 
 
+@dataclass(slots=True)
+class Solved:
+    """What `solve_core` hands back: the model the plan is read from, the outcome (its bound is
+    valid for the whole problem), the LP relaxation's optimum and, when locations were merged,
+    the served fractions of the merged solve."""
+
+    built: BuiltModel
+    outcome: RunOutcome
+    lp_bound: float | None
+    services: tuple[ModelService, ...] | None = None
+
+
 def solve(
     problem: PlacementProblem, kind: PlanKind = PlanKind.CORAL, *, start: Plan | None = None
 ) -> Plan:
@@ -135,26 +162,28 @@ def solve(
     explanation. `start`: a feasible plan of the same problem (e.g. the best baseline) used as
     the MILP's first incumbent; the result is never worse than it (see module docstring)."""
     started = time.perf_counter()
-    built, outcome = solve_core(problem, start=start)
+    solved = solve_core(problem, start=start)
     solve_s = time.perf_counter() - started
+    outcome = solved.outcome
     if outcome.status is PlanStatus.INFEASIBLE:
         if start is not None and start.feasible:
             return _fallback(start, kind, solve_s, None, "the MILP found no plan in time")
         reason = outcome.message or explain.explain_infeasible(problem)
         return explain.infeasible_plan(problem, kind, solve_s, reason)
-    bound = lp_bound(problem, keep=_template_ids(start))
-    best = _best_bound(problem.mode, bound, outcome.dual_bound)
+    best = _best_bound(problem.mode, solved.lp_bound, outcome.dual_bound)
     info = SolveInfo(
         kind=str(kind),
         status=str(outcome.status),
         solver=str(problem.solver),
         solve_s=solve_s,
         objective=outcome.objective,
-        lp_bound=bound,
+        lp_bound=solved.lp_bound,
         gap=_gap(outcome.objective, best),
         explanation=explain.unserved_note(problem),
     )
-    plan = replace(extract(built, info), best_bound=best)
+    plan = replace(extract(solved.built, info), mode=str(problem.mode), best_bound=best)
+    if solved.services is not None:
+        plan = replace(plan, services=solved.services)
     if start is not None and start.feasible and _worse(plan, start, problem.mode):
         return _fallback(start, kind, solve_s, best, "the time-limited MILP ended worse")
     return plan
@@ -239,43 +268,195 @@ def warm_values(built: BuiltModel, plan: Plan) -> dict[str, float]:
     return values
 
 
-def solve_core(
-    problem: PlacementProblem, start: Plan | None = None
-) -> tuple[BuiltModel, RunOutcome]:
-    """Build and solve without bound or explanation: cost mode in one solve, goodput mode in
-    two (max weighted served req/s, then min cost at that service level). `start`'s templates
-    are kept through any shortlist and its values seed the solver."""
+def solve_core(problem: PlacementProblem, start: Plan | None = None, merge: bool = True) -> Solved:
+    """Build and solve (see the module docstring for the pipeline); no explanation. Cost mode
+    is one solve, goodput mode two (max weighted served req/s, then min cost at that level).
+    `start`'s values seed the solver. `merge=False` keeps every location apart."""
     deadline = time.perf_counter() + problem.time_limit_s
-    built = build(problem, keep=_template_ids(start))
     if problem.mode == Mode.COST and explain.precheck(problem):
-        return built, RunOutcome(PlanStatus.INFEASIBLE, None)
-    values = warm_values(built, start) if start is not None and start.feasible else None
-    if problem.mode == Mode.GOODPUT:
-        set_served_objective(built)
-        first = run(built, problem.solver, deadline - time.perf_counter(), values)
-        if first.status is PlanStatus.INFEASIBLE or first.objective is None:
-            return built, first
-        fix_served(built, first.objective)
-        set_cost_objective(built)
-        second = run(built, problem.solver, deadline - time.perf_counter(), values)
-        if second.status is PlanStatus.INFEASIBLE:  # stage 2 timed out: keep stage 1's answer
-            return built, first
-        status = PlanStatus.OPTIMAL
-        if PlanStatus.FEASIBLE in (first.status, second.status):
-            status = PlanStatus.FEASIBLE
-        return built, RunOutcome(status, first.objective, dual_bound=first.dual_bound)
-    return built, run(built, problem.solver, problem.time_limit_s, values)
+        return Solved(build(problem), RunOutcome(PlanStatus.INFEASIBLE, None), None)
+    groups = aggregate.location_groups(problem.offers)
+    if merge and groups.merges and problem.churn is None:
+        return _solve_merged(problem, groups, start, deadline)
+    return _solve_full(problem, start, deadline)
 
 
-def lp_bound(problem: PlacementProblem, keep: frozenset[str] = frozenset()) -> float | None:
-    """The LP relaxation's optimum of the primary objective: a lower bound on $/h in cost mode,
-    an upper bound on weighted served req/s in goodput mode. None if the LP did not solve.
-    `keep`: template ids kept through the shortlist (as in the MILP)."""
-    relaxed = build(problem, relaxed=True, keep=keep)
+def _solve_full(problem: PlacementProblem, start: Plan | None, deadline: float) -> Solved:
+    """LP relaxation, then (with `start_candidates`) the restricted MILP, then the full MILP
+    from the best start; returns whichever plan is better, with the full MILP's bound. The
+    full MILP is skipped when the restricted plan is already within `mip_gap` of the LP bound."""
+    relaxed = build(problem, relaxed=True)
     if problem.mode == Mode.GOODPUT:
         set_served_objective(relaxed)
-    outcome = run(relaxed, problem.solver, problem.time_limit_s)
-    return outcome.objective if outcome.status is PlanStatus.OPTIMAL else None
+    lp = run(relaxed, problem.solver, _left(deadline))
+    bound = lp.objective if lp.status is PlanStatus.OPTIMAL else None
+    first = None
+    if problem.start_candidates is not None and bound is not None:
+        first = _solve_candidates(problem, relaxed, start, deadline)
+        if first is not None and _proven_by_lp(problem, first.objective, bound):
+            return Solved(first.built, replace(first, status=PlanStatus.OPTIMAL), bound)
+        if first is not None and _left(deadline) < FULL_MIN_S:  # no time for the full MILP
+            return Solved(first.built, replace(first, status=PlanStatus.FEASIBLE), bound)
+    built = build(problem)
+    values = None
+    if first is not None:
+        values = transfer_values(first.built, built)
+    elif start is not None and start.feasible:
+        values = warm_values(built, start)
+    outcome = _run_mode(built, deadline, values)
+    if first is not None and _better(first, outcome, problem.mode):
+        dual = outcome.dual_bound
+        return Solved(
+            first.built, replace(first, status=PlanStatus.FEASIBLE, dual_bound=dual), bound
+        )
+    return Solved(built, outcome, bound)
+
+
+def _solve_candidates(
+    problem: PlacementProblem, relaxed: BuiltModel, start: Plan | None, deadline: float
+) -> RunOutcome | None:
+    """The MILP over candidate templates (see `candidates`) with `RESTRICTED_TIME_SHARE` of the
+    time left; its outcome carries the model it was solved in (`built`), no bound (a bound over
+    a subset of templates bounds nothing), or None when it found no plan."""
+    ids = candidate_ids(problem, relaxed, problem.start_candidates or 0) | _template_ids(start)
+    small = build(
+        replace(problem, templates=tuple(t for t in problem.templates if t.template_id in ids))
+    )
+    values = warm_values(small, start) if start is not None and start.feasible else None
+    share = time.perf_counter() + _left(deadline) * RESTRICTED_TIME_SHARE
+    outcome = _run_mode(small, share, values)
+    if outcome.status is PlanStatus.INFEASIBLE:
+        return None
+    return replace(outcome, dual_bound=None, built=small)
+
+
+def _proven_by_lp(problem: PlacementProblem, objective: float | None, bound: float) -> bool:
+    """Cost mode: the objective is within `mip_gap` of the LP bound, so no search can improve
+    it by more than that (goodput's second stage is not covered by the LP bound)."""
+    if problem.mode != Mode.COST or objective is None:
+        return False
+    return objective - bound <= problem.mip_gap * abs(objective) + 1e-9
+
+
+def _solve_merged(
+    problem: PlacementProblem, groups: aggregate.LocationGroups, start: Plan | None, deadline: float
+) -> Solved:
+    """Solve with interchangeable locations merged, then split the plan back over them."""
+    merged = _solve_full(aggregate.aggregate(problem, groups), _merge_plan(start, groups), deadline)
+    if merged.outcome.status is PlanStatus.INFEASIBLE:
+        return merged
+    services = read_services(merged.built)
+    counts = aggregate.merged_counts(merged.built)
+    served = {s.model: s.served_fraction for s in services}
+    limit = max(_left(deadline), problem.time_limit_s * SPLIT_MIN_TIME_SHARE, SPLIT_MIN_S)
+    filled = aggregate.fill_in_order(problem, groups, aggregate.merged_rentals(merged.built))
+    split = aggregate.disaggregation(problem, groups, counts, served, filled)
+    outcome = run(split, problem.solver, limit)
+    if outcome.status is PlanStatus.INFEASIBLE:  # machines filled in order do not fit: free them
+        split = aggregate.disaggregation(problem, groups, counts, served)
+        outcome = run(split, problem.solver, limit)
+    if outcome.status is PlanStatus.INFEASIBLE:
+        aggregate.drop_totals(split)
+        outcome = run(split, problem.solver, limit)
+    if outcome.status is PlanStatus.INFEASIBLE:
+        return _solve_full(problem, start, time.perf_counter() + problem.time_limit_s)
+    cost = outcome.objective or 0.0
+    merged_cost = pulp.value(merged.built.cost) or 0.0
+    same = merged.outcome.status is PlanStatus.OPTIMAL and cost <= merged_cost + 1e-6
+    final = RunOutcome(
+        PlanStatus.OPTIMAL if same else PlanStatus.FEASIBLE,
+        merged.outcome.objective if problem.mode == Mode.GOODPUT else cost,
+        dual_bound=merged.outcome.dual_bound,
+    )
+    return Solved(split, final, merged.lp_bound, services)
+
+
+def _run_mode(built: BuiltModel, deadline: float, values: dict[str, float] | None) -> RunOutcome:
+    """One solve in cost mode; two in goodput mode (served first, then cost at that level)."""
+    problem = built.problem
+    if problem.mode == Mode.COST:
+        set_cost_objective(built)
+        return run(built, problem.solver, _left(deadline), values)
+    set_served_objective(built)
+    first = run(built, problem.solver, _left(deadline), values)
+    if first.status is PlanStatus.INFEASIBLE or first.objective is None:
+        return first
+    fix_served(built, first.objective)
+    set_cost_objective(built)
+    second = run(built, problem.solver, _left(deadline), values)
+    if second.status is PlanStatus.INFEASIBLE:  # stage 2 timed out: keep stage 1's answer
+        return first
+    status = PlanStatus.OPTIMAL
+    if PlanStatus.FEASIBLE in (first.status, second.status):
+        status = PlanStatus.FEASIBLE
+    return RunOutcome(status, first.objective, dual_bound=first.dual_bound)
+
+
+def _better(a: RunOutcome, b: RunOutcome, mode: Mode) -> bool:
+    """Whether outcome `a` has a strictly better primary objective than `b`."""
+    if b.status is PlanStatus.INFEASIBLE or b.objective is None:
+        return a.objective is not None
+    if a.objective is None:
+        return False
+    if mode == Mode.GOODPUT:
+        return a.objective > b.objective + 1e-6 * max(1.0, abs(b.objective))
+    return a.objective < b.objective - 1e-6 * max(1.0, abs(b.objective))
+
+
+def _left(deadline: float) -> float:
+    return max(deadline - time.perf_counter(), 0.1)
+
+
+def transfer_values(src: BuiltModel, dst: BuiltModel) -> dict[str, float]:
+    """Variable values of solved `src` as a start for `dst` (same offers and demands; `dst`'s
+    templates a superset): matched by key, not by name."""
+    values: dict[str, float] = {}
+    for table in ("x", "y", "d", "e", "u", "z"):
+        target = getattr(dst, table)
+        for key, var in getattr(src, table).items():
+            if key in target and var.value():
+                values[target[key].name] = float(var.value())
+    return values
+
+
+def _merge_plan(plan: Plan | None, groups: aggregate.LocationGroups) -> Plan | None:
+    """A plan of the original locations as a plan of the merged ones (counts summed)."""
+    if plan is None:
+        return None
+
+    def rep(cloud: str, region: str) -> tuple[str, str]:
+        return groups.representative.get((cloud, region), (cloud, region))
+
+    rentals: dict[tuple, Rental] = {}
+    for r in plan.rentals:
+        cloud, region = rep(r.cloud, r.region)
+        key = (cloud, region, r.instance_type, r.pricing)
+        old = rentals.get(key)
+        rentals[key] = replace(
+            r, cloud=cloud, region=region, count=r.count + (old.count if old else 0)
+        )
+    splits: dict[tuple, DemandSplit] = {}
+    for s in plan.demand_splits:
+        cloud, region = rep(s.cloud, s.region)
+        old = splits.get((s.model, cloud, region))
+        pd, co = (old.pd_rate_req_per_s, old.coloc_rate_req_per_s) if old else (0.0, 0.0)
+        splits[(s.model, cloud, region)] = replace(
+            s,
+            cloud=cloud,
+            region=region,
+            pd_rate_req_per_s=s.pd_rate_req_per_s + pd,
+            coloc_rate_req_per_s=s.coloc_rate_req_per_s + co,
+        )
+    assignments = tuple(
+        replace(a, cloud=rep(a.cloud, a.region)[0], region=rep(a.cloud, a.region)[1])
+        for a in plan.assignments
+    )
+    return replace(
+        plan,
+        assignments=assignments,
+        rentals=tuple(rentals.values()),
+        demand_splits=tuple(splits.values()),
+    )
 
 
 def _gap(objective: float | None, bound: float | None) -> float | None:
