@@ -68,7 +68,8 @@ def analytic_templates(gpu_types: set[str]) -> tuple[tuple[Template, ...], float
 
 def _fmt(plan: Plan) -> str:
     if not plan.feasible:
-        return "infeasible"
+        timed_out = "within" in (plan.explanation or "")  # see planning.placement.solve.run
+        return "no plan in time" if timed_out else "infeasible"
     return f"${plan.cost_usd_per_hr:,.2f}/h"
 
 
@@ -215,8 +216,7 @@ def run() -> str:
         "## Placement (issue 5)",
         "",
         f"Command: `{COMMAND}`. Solver {SOLVER} (PuLP 3.3, highspy), time limit "
-        f"{TIME_LIMIT_S:.0f} s per MILP, MIP gap tolerance 0.5 %. Machine shared with 7 other "
-        "engineers' jobs at the time: timings are contended.",
+        f"{TIME_LIMIT_S:.0f} s per MILP, MIP gap tolerance 0.5 %. Timings are wall seconds on the machine named at the end.",
         f"Templates: {len(templates):,} built in {build_s:.0f} s by the project's analytic profiler"
         " + template builder (prefill pipelines up to 2 stages); every scenario uses every "
         "eligible template. Solve pipeline (`planning.placement.solve`): regions with the same "
@@ -246,10 +246,11 @@ def run() -> str:
         "",
         *_b_note(plans[next(n for n in plans if n.startswith("b"))]),
         "",
-        "Notes: gaps to the LP relaxation are large because demand per model is small next to "
-        "whole machines (the relaxation rents fractions of 8-GPU boxes), so the LP bound is weak;"
-        " time-limited (`feasible`) runs are not proven optimal and vary run to run. In goodput "
-        "mode (e) compare served req/s, not $/h.",
+        "Notes: the LP relaxation clips each template's capacity to its model's whole demand, so "
+        "it rents at least one whole instance per model; it still rents fractions of 8-GPU boxes,"
+        " which is most of the remaining gap to LP (the MIP's cuts close it: 'gap to best "
+        "bound'). Time-limited (`feasible`) runs are not proven optimal and vary run to run. In "
+        "goodput mode (e) compare served req/s, not $/h.",
         "",
         "### Real peer: AIConfigurator",
         "",

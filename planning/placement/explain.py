@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from planning.domain import Phase
+from planning.domain import ModelDemand, Phase, Template
 from planning.placement.milp import BuiltModel, eligible_templates, meets_slo, slots
 from planning.placement.plan import Plan, PlanKind, PlanStatus
 from planning.placement.problem import Mode, PlacementProblem
@@ -22,17 +22,23 @@ def precheck(problem: PlacementProblem) -> str | None:
     """Structural reasons some demanded model cannot be served at all, or None."""
     if not any(o.available_count > 0 for o in problem.offers):
         return "empty inventory: no machine is offered (every available_count is 0 or no offers)"
+    eligible = eligible_templates(problem)  # once: it scans every template
+    own: dict[str, list] = {}
+    for t in problem.templates:
+        own.setdefault(t.model, []).append(t)
     reasons = [
         r
         for d in problem.demands
-        if d.rate_req_per_s > 0 and (r := _model_reason(problem, d.model))
+        if d.rate_req_per_s > 0
+        and (r := _model_reason(problem, d, own.get(d.model, []), eligible.get(d.model, ())))
     ]
     return "; ".join(reasons) or None
 
 
-def _model_reason(problem: PlacementProblem, model: str) -> str | None:
-    demand = next(d for d in problem.demands if d.model == model)
-    own = [t for t in problem.templates if t.model == model]
+def _model_reason(
+    problem: PlacementProblem, demand: ModelDemand, own: list[Template], eligible: tuple
+) -> str | None:
+    model = demand.model
     if not own:
         return f"model {model}: no templates (unknown model, or templates not built for it)"
     same_class = [t for t in own if t.workload_class == demand.workload_class]
@@ -45,12 +51,11 @@ def _model_reason(problem: PlacementProblem, model: str) -> str | None:
             f"model {model}: SLO (TTFT {demand.ttft_slo_s} s, TPOT {demand.tpot_slo_s} s) is "
             f"below what any template achieves ({_best_latencies(same_class)})"
         )
-    eligible = eligible_templates(problem).get(model, ())
     if not eligible:
         needed = sorted({g for t in within for g in t.gpu_vector})
         return f"model {model}: its templates need GPU types {needed}, none of which is offered"
-    keys = slots(problem, eligible)
-    phases = {t.phase for t in eligible if any(k[0] == t.template_id for k in keys)}
+    placed = {tid for tid, _loc, _c in slots(problem, eligible)}
+    phases = {t.phase for t in eligible if t.template_id in placed}
     if Phase.COLOCATED not in phases and not {Phase.PREFILL, Phase.DECODE} <= phases:
         return (
             f"model {model}: no region offers machines large enough for both a prefill and a "

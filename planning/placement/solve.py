@@ -323,7 +323,12 @@ def _solve_candidates(
         replace(problem, templates=tuple(t for t in problem.templates if t.template_id in ids))
     )
     values = warm_values(small, start) if start is not None and start.feasible else None
-    share = time.perf_counter() + _left(deadline) * RESTRICTED_TIME_SHARE
+    left = _left(deadline)
+    # all of the time left when the full MILP would not get FULL_MIN_S after it anyway
+    share = (
+        left if left * (1 - RESTRICTED_TIME_SHARE) < FULL_MIN_S else left * RESTRICTED_TIME_SHARE
+    )
+    share = time.perf_counter() + share
     outcome = _run_mode(small, share, values)
     if outcome.status is PlanStatus.INFEASIBLE:
         return None
