@@ -104,20 +104,21 @@ def test_law_merged_plans_are_feasible_and_never_beat_the_optimum(
 
 
 def test_candidates_add_the_cheapest_whole_instance_the_lp_ignores() -> None:
-    # 0.5 req/s: the LP relaxation runs half of the big efficient template ($/req/s lowest);
-    # rented whole, the small one is cheaper ($1 vs $8), so it must be a candidate.
+    # 1 req/s + 10 % = 1.1 req/s. Per req/s the LP prefers "x" ($1 for 1.0) over "y" ($1.2 for
+    # 1.1), so its support is {x}; rented whole, x needs 2 ($2) and y 1 ($1.2): y must be added.
     templates = (
-        template("big", "m", C, (("A", 8),), 20.0),
-        template("small", "m", C, (("A", 1),), 0.6),
+        template("x", "m", C, (("A", 1),), 1.0),
+        template("y", "m", C, (("B", 1),), 1.1),
     )
     problem = PlacementProblem(
-        templates, (offer("A", 8, 8.0, 2), offer("A", 1, 1.0, 2)), (demand("m", 0.5),)
+        templates, (offer("A", 1, 1.0, 4), offer("B", 1, 1.2, 4)), (demand("m", 1.0),)
     )
     relaxed = build(problem, relaxed=True)
     run(relaxed, problem.solver, 10)
-    ids = candidate_ids(problem, relaxed, 1)
-    assert "small" in ids
-    assert solve(problem).cost_usd_per_hr == pytest.approx(1.0)
+    support = {tid for (tid, _l, _c), v in relaxed.x.items() if (v.value() or 0) > 1e-7}
+    assert support == {"x"}
+    assert candidate_ids(problem, relaxed, 1) == {"x", "y"}
+    assert solve(problem).cost_usd_per_hr == pytest.approx(1.2)
 
 
 def test_capacity_clipping_tightens_the_lp_bound_to_one_whole_instance() -> None:
