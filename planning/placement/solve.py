@@ -346,7 +346,8 @@ def _proven_by_lp(problem: PlacementProblem, objective: float | None, bound: flo
 def _solve_merged(
     problem: PlacementProblem, groups: aggregate.LocationGroups, start: Plan | None, deadline: float
 ) -> Solved:
-    """Solve with interchangeable locations merged, then split the plan back over them."""
+    """Solve with interchangeable locations merged, then split the plan back over them. If no
+    split is found, the problem is solved with locations apart, with a fresh time limit."""
     merged = _solve_full(aggregate.aggregate(problem, groups), _merge_plan(start, groups), deadline)
     if merged.outcome.status is PlanStatus.INFEASIBLE:
         return merged
