@@ -19,9 +19,10 @@ from pathlib import Path
 
 from catalog_db import queries
 from catalog_db.connection import read_connection
+from catalog_db.reference import read_reference
 from catalog_db.scenarios import load_scenario, scenario_names, to_problem
 from catalog_db.setup import init_catalog
-from planning.domain import Template, WorkloadClass
+from planning.domain import ModelDemand, Template, WorkloadClass
 from planning.perf_table import build_tables
 from planning.placement.baselines import solve_baseline
 from planning.placement.plan import Plan, PlanKind
@@ -29,6 +30,7 @@ from planning.placement.problem import PlacementProblem, SolverName
 from planning.placement.solve import solve
 from planning.templates.build import build_templates
 from planning.templates.params import TemplateParams
+from profiling.aic_backend import aic_names
 from profiling.backends import run_jobs
 from profiling.base_backend import BackendName
 from profiling.grid import build_jobs
@@ -66,11 +68,26 @@ def analytic_templates(gpu_types: set[str]) -> tuple[tuple[Template, ...], float
     return tuple(out), time.perf_counter() - started
 
 
+def class_tokens() -> dict[str, tuple[int, int]]:
+    """Workload class -> (input, output) tokens, from the bundled reference data."""
+    return {
+        row.workload_class: (row.input_tokens, row.output_tokens)
+        for row in read_reference().workload_classes
+    }
+
+
 def _fmt(plan: Plan) -> str:
     if not plan.feasible:
         timed_out = "within" in (plan.explanation or "")  # see planning.placement.solve.run
         return "no plan in time" if timed_out else "infeasible"
     return f"${plan.cost_usd_per_hr:,.2f}/h"
+
+
+def _with_gpus(plan: Plan) -> str:
+    """The plan's $/h and the GPUs its instances use (machines are rented whole)."""
+    return (
+        f"{_fmt(plan)} ({sum(plan.gpus_by_type().values())} GPUs)" if plan.feasible else _fmt(plan)
+    )
 
 
 def _pct(value: float | None) -> str:
@@ -131,56 +148,81 @@ def _b_note(coral: Plan) -> list[str]:
     ]
 
 
-def _aic_peer(problem: PlacementProblem) -> list[str]:
-    """AIConfigurator's best agg/disagg config for Llama-3.1-8B on H100 (chat class: 1024/256
-    tokens, TTFT 1 s, TPOT 50 ms), sized to scenario (a)'s demand for that model, priced at
-    the scenario's H100 machine price; vs Coral on the same model and GPU, and on the fleet."""
-    model = "meta-llama/Llama-3.1-8B-Instruct"
-    demand = next(d for d in problem.demands if d.model == model)
-    h100 = next(o for o in problem.offers if o.gpu_type == "H100-SXM")
-    lines = []
-    try:
-        from aiconfigurator.cli import cli_default
+PEER_GPU = "H100-SXM"
+PEER_TOTAL_GPUS = 8  # AIConfigurator searches configurations within one 8-GPU machine
 
+
+def _aic_best(demand: ModelDemand, aic_model: str, tokens: tuple[int, int]) -> dict[str, float]:
+    """AIConfigurator's best output tokens/s/GPU per serving mode ('agg', 'disagg') for the
+    model on the peer GPU at the demand's class lengths and SLOs."""
+    from aiconfigurator.cli import cli_default
+
+    result = cli_default(
+        model_path=aic_model,
+        total_gpus=PEER_TOTAL_GPUS,
+        system=aic_names().systems[PEER_GPU][0],
+        backend="vllm",
+        isl=tokens[0],
+        osl=tokens[1],
+        ttft=demand.ttft_slo_s * 1000,
+        tpot=demand.tpot_slo_s * 1000,
+    )
+    return {str(k): float(v) for k, v in dict(result.best_throughputs).items() if v}
+
+
+def _aic_peer(problem: PlacementProblem, tokens: dict[str, tuple[int, int]]) -> list[str]:
+    """Every model of `problem` that AIConfigurator has a config for: its best agg/disagg
+    configuration on H100 sized to the model's demand (output tokens/s x headroom) and priced
+    at the scenario's H100 machine, vs Coral on the same model with only H100 machines; then
+    all those models together (AIConfigurator's GPUs pooled into shared machines) vs Coral
+    H100-only and Coral on the scenario's whole fleet."""
+    names = aic_names().models
+    h100 = min(
+        (o for o in problem.offers if o.gpu_type == PEER_GPU and o.available_count > 0),
+        key=lambda o: o.price_usd_per_hr / o.gpu_count,
+    )
+    h100_only = tuple(o for o in problem.offers if o.gpu_type == PEER_GPU)
+    lines = [
+        "| model | AIConfigurator best tok/s/GPU (agg / disagg) | AIConfigurator GPUs -> $/h | "
+        "Coral H100 only | Coral whole fleet | AIConfigurator s |",
+        "|---|---|---|---|---|---|",
+    ]
+    covered, pooled_gpus = [], 0
+    for demand in problem.demands:
+        if demand.model not in names:
+            lines.append(f"| {demand.model} | not covered (no AIConfigurator config) | | | | |")
+            continue
         started = time.perf_counter()
-        # the catalog name is not in AIConfigurator's bundled configs (it would fetch it from
-        # Hugging Face, unreachable here); its bundled Meta-Llama-3.1-8B has the same shape
-        result = cli_default(
-            model_path="meta-llama/Meta-Llama-3.1-8B",
-            total_gpus=8,
-            system="h100_sxm",
-            backend="vllm",
-            isl=1024,
-            osl=256,
-            ttft=1000,
-            tpot=50,
-        )
+        try:
+            best = _aic_best(demand, names[demand.model], tokens[demand.workload_class])
+        except Exception as error:  # report exactly why the peer did not run for this model
+            lines.append(
+                f"| {demand.model} | did not run: {type(error).__name__}: {error} | | | | |"
+            )
+            continue
         took = time.perf_counter() - started
-        best = dict(result.best_throughputs)
-    except Exception as error:  # report exactly why the peer did not run
-        return [f"AIConfigurator did not run: {type(error).__name__}: {error}"]
-    tokens_s = demand.rate_req_per_s * 256 * (1 + problem.headroom)
-    alone = replace(problem, demands=(demand,))
-    coral_h100 = solve(
-        replace(alone, offers=tuple(o for o in problem.offers if o.gpu_type == "H100-SXM"))
-    )
-    coral_fleet = solve(alone)
-    lines.append(
-        f"AIConfigurator 0.12 `cli_default` ({took:.0f} s): best output tokens/s/GPU "
-        + ", ".join(f"{k} {v:,.0f}" for k, v in best.items())
-    )
-    for mode, tps in best.items():
-        gpus = math.ceil(tokens_s / tps)
+        out_tokens_s = demand.rate_req_per_s * tokens[demand.workload_class][1]
+        gpus = math.ceil(out_tokens_s * (1 + problem.headroom) / max(best.values()))
         machines = math.ceil(gpus / h100.gpu_count)
+        alone = replace(problem, demands=(demand,))
+        coral_h100 = solve(replace(alone, offers=h100_only))
+        covered.append(demand)
+        pooled_gpus += gpus
         lines.append(
-            f"- AIConfigurator {mode}, sized to {demand.rate_req_per_s:.1f} req/s x 256 "
-            f"out tokens x {1 + problem.headroom:.1f}: {gpus} H100 GPUs = {machines} "
-            f"machine(s) = ${machines * h100.price_usd_per_hr:,.2f}/h"
+            f"| {demand.model} | {best.get('agg', 0):,.0f} / {best.get('disagg', 0):,.0f} | "
+            f"{gpus} -> ${machines * h100.price_usd_per_hr:,.2f}/h | {_with_gpus(coral_h100)} | "
+            f"{_fmt(solve(alone))} | {took:.0f} |"
         )
-    lines.append(
-        f"- Coral, same model alone, H100 only: {_fmt(coral_h100)}; "
-        f"on scenario (a)'s whole fleet: {_fmt(coral_fleet)}"
-    )
+    if covered:
+        together = replace(problem, demands=tuple(covered))
+        pooled = math.ceil(pooled_gpus / h100.gpu_count) * h100.price_usd_per_hr
+        lines += [
+            "",
+            f"All {len(covered)} covered models together: AIConfigurator {pooled_gpus} H100 GPUs "
+            f"pooled = ${pooled:,.2f}/h; Coral H100 only "
+            f"{_with_gpus(solve(replace(together, offers=h100_only)))}; Coral whole fleet "
+            f"{_fmt(solve(together))}.",
+        ]
     return lines
 
 
@@ -254,6 +296,6 @@ def run() -> str:
         "",
         "### Real peer: AIConfigurator",
         "",
-        *_aic_peer(problems[next(n for n in problems if n.startswith("a"))]),
+        *_aic_peer(problems[next(n for n in problems if n.startswith("a"))], class_tokens()),
     ]
     return "\n".join(lines)
