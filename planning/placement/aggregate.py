@@ -32,6 +32,9 @@ from planning.placement.milp import BuiltModel, Location, XKey, build
 from planning.placement.problem import Mode, PlacementProblem
 
 TOTALS_PREFIX = "AGG_total_"
+# The split stops once within this gap of its own bound: it only places a plan that is already
+# chosen, and the plan's reported gap is measured against the merged problem's bound anyway.
+SPLIT_MIP_GAP = 0.02
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,6 +150,7 @@ def disaggregation(
         demands=demands,
         mode=Mode.COST,
         start_candidates=None,
+        mip_gap=max(problem.mip_gap, SPLIT_MIP_GAP),
     )
     built = build(restricted)
     by_total: dict[XKey, list[pulp.LpVariable]] = defaultdict(list)
