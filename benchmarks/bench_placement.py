@@ -86,7 +86,9 @@ def _fmt(plan: Plan) -> str:
 def _with_gpus(plan: Plan) -> str:
     """The plan's $/h and the GPUs its instances use (machines are rented whole)."""
     return (
-        f"{_fmt(plan)} ({sum(plan.gpus_by_type().values())} GPUs)" if plan.feasible else _fmt(plan)
+        f"{_fmt(plan)} ({sum(plan.gpus_by_type().values())} GPU(s))"
+        if plan.feasible
+        else _fmt(plan)
     )
 
 
@@ -222,6 +224,11 @@ def _aic_peer(problem: PlacementProblem, tokens: dict[str, tuple[int, int]]) -> 
             f"pooled = ${pooled:,.2f}/h; Coral H100 only "
             f"{_with_gpus(solve(replace(together, offers=h100_only)))}; Coral whole fleet "
             f"{_fmt(solve(together))}.",
+            "",
+            "Coral's GPU counts are the GPUs its instances occupy inside machines it rents anyway:"
+            " the MILP minimises $/h, not GPUs, so it may run a spare replica on a paid-for GPU; "
+            "AIConfigurator's are the fewest GPUs its best configuration needs. Both are priced "
+            "in whole 8-GPU H100 machines.",
         ]
     return lines
 
