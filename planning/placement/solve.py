@@ -40,6 +40,7 @@ from planning.placement.plan import DemandSplit, ModelService, Plan, PlanKind, P
 from planning.placement.problem import Mode, PlacementProblem, SolverName
 
 RESTRICTED_TIME_SHARE = 0.5  # of the time left, at most, for the restricted (candidates) MILP
+START_MIP_GAP = 0.02  # the restricted MILP is only a start: it stops within this of its bound
 FULL_MIN_S = 1.0  # the full MILP runs after the restricted one only with this much time left
 # splitting a merged plan back gets at least this share of the time limit, and these seconds,
 # even past the limit: a merged plan that is not split is no plan
@@ -319,9 +320,8 @@ def _solve_candidates(
     time left; its outcome carries the model it was solved in (`built`), no bound (a bound over
     a subset of templates bounds nothing), or None when it found no plan."""
     ids = candidate_ids(problem, relaxed, problem.start_candidates or 0) | _template_ids(start)
-    small = build(
-        replace(problem, templates=tuple(t for t in problem.templates if t.template_id in ids))
-    )
+    kept = tuple(t for t in problem.templates if t.template_id in ids)
+    small = build(replace(problem, templates=kept, mip_gap=max(problem.mip_gap, START_MIP_GAP)))
     values = warm_values(small, start) if start is not None and start.feasible else None
     left = _left(deadline)
     # all of the time left when the full MILP would not get FULL_MIN_S after it anyway
@@ -420,8 +420,9 @@ def transfer_values(src: BuiltModel, dst: BuiltModel) -> dict[str, float]:
     for table in ("x", "y", "d", "e", "u", "z"):
         target = getattr(dst, table)
         for key, var in getattr(src, table).items():
-            if key in target and var.value():
-                values[target[key].name] = float(var.value())
+            value = var.value() or 0.0
+            if key in target and value > 1e-9:  # solvers return -1e-13 for 0; CBC rejects it
+                values[target[key].name] = float(value)
     return values
 
 

@@ -20,6 +20,9 @@ from planning.placement.solve import run, solve, solve_core
 from tests.planning.placement.factories import demand, offer, small_problems, template
 
 P, D, C = Phase.PREFILL, Phase.DECODE, Phase.COLOCATED
+# relative slack for the solvers' feasibility tolerance (seen: a split 2.6009091 req/s needing
+# 2,861.00001 tok/s of prefill against 2,861 installed)
+SOLVER_TOL = 1e-6
 
 
 def _twin_regions(problem: PlacementProblem, available: tuple[int, ...]) -> PlacementProblem:
@@ -151,14 +154,14 @@ def _assert_feasible(problem: PlacementProblem, plan: Plan) -> None:
             used[(a.cloud, a.region, a.pricing, g)] += n * a.count
         caps[(t.model, a.cloud, a.region, t.phase)] += capacity(t) * a.count
     assert all(n <= have[key] for key, n in used.items())
-    grow = 1 + problem.headroom
+    grow = (1 + problem.headroom) * (1 - SOLVER_TOL)
     rates = {d.model: d for d in problem.demands}
     for s in plan.demand_splits:
         m = rates[s.model]
         where = (s.model, s.cloud, s.region)
-        assert caps[(*where, P)] >= grow * m.mean_input_tokens * s.pd_rate_req_per_s - 1e-6
-        assert caps[(*where, D)] >= grow * m.mean_output_tokens * s.pd_rate_req_per_s - 1e-6
-        assert caps[(*where, C)] >= grow * s.coloc_rate_req_per_s - 1e-6
+        assert caps[(*where, P)] >= grow * m.mean_input_tokens * s.pd_rate_req_per_s
+        assert caps[(*where, D)] >= grow * m.mean_output_tokens * s.pd_rate_req_per_s
+        assert caps[(*where, C)] >= grow * s.coloc_rate_req_per_s
     for svc in plan.services:
         routed = sum(
             s.pd_rate_req_per_s + s.coloc_rate_req_per_s
