@@ -11,11 +11,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from planning.domain import Phase
+from planning.placement import aggregate as aggregate_module
 from planning.placement.aggregate import aggregate, location_groups
 from planning.placement.candidates import candidate_ids
 from planning.placement.milp import build, capacity
 from planning.placement.plan import Plan, PlanStatus
-from planning.placement.problem import PlacementProblem
+from planning.placement.problem import Churn, PlacementProblem
 from planning.placement.solve import run, solve, solve_core
 from tests.planning.placement.factories import demand, offer, small_problems, template
 
@@ -169,3 +170,23 @@ def _assert_feasible(problem: PlacementProblem, plan: Plan) -> None:
             if s.model == svc.model
         )
         assert routed == pytest.approx(svc.demand_req_per_s * svc.served_fraction, rel=1e-6)
+
+
+def test_solve_merges_twin_regions_and_not_under_churn(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[str] = []
+    real = aggregate_module.aggregate
+
+    def spy(problem: PlacementProblem, groups: object) -> PlacementProblem:
+        calls.append(problem.name)
+        return real(problem, groups)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(aggregate_module, "aggregate", spy)
+    templates = (template("c", "m", C, (("A", 1),), 1.0),)
+    offers = (offer("A", 1, 1.0, 2, "r1"), offer("A", 1, 1.0, 2, "r2"))
+    problem = PlacementProblem(templates, offers, (demand("m", 3.0),), headroom=0.0, name="twins")
+    plan = solve(problem)
+    assert calls == ["twins"]
+    assert plan.cost_usd_per_hr == pytest.approx(3.0)
+    assert {r.region for r in plan.rentals} == {"r1", "r2"}
+    solve(replace(problem, churn=Churn(previous=())))
+    assert calls == ["twins"]  # previous slots are per region: no merging with churn
