@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from planning.domain import Phase
 from planning.placement import aggregate as aggregate_module
+from planning.placement import solve as solve_module
 from planning.placement.aggregate import aggregate, location_groups
 from planning.placement.candidates import candidate_ids
 from planning.placement.milp import build, capacity
@@ -190,3 +191,21 @@ def test_solve_merges_twin_regions_and_not_under_churn(monkeypatch: pytest.Monke
     assert {r.region for r in plan.rentals} == {"r1", "r2"}
     solve(replace(problem, churn=Churn(previous=())))
     assert calls == ["twins"]  # previous slots are per region: no merging with churn
+
+
+def test_solve_starts_from_the_candidates_only_when_asked(monkeypatch: pytest.MonkeyPatch) -> None:
+    seen: list[int] = []
+    real = solve_module.candidate_ids
+
+    def spy(problem: PlacementProblem, relaxed: object, k: int) -> frozenset[str]:
+        seen.append(k)
+        return real(problem, relaxed, k)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(solve_module, "candidate_ids", spy)
+    problem = PlacementProblem(
+        (template("c", "m", C, (("A", 1),), 1.0),), (offer("A", 1, 1.0, 4),), (demand("m", 2.0),)
+    )
+    assert solve(problem).cost_usd_per_hr == pytest.approx(3.0)
+    assert seen == [problem.start_candidates]
+    solve(replace(problem, start_candidates=None))
+    assert seen == [problem.start_candidates]
