@@ -3,8 +3,8 @@
 Two locations are *interchangeable* when they offer the same instance types (GPU type, GPUs per
 machine, pricing class, price); only how many machines each has may differ. Demand is not tied
 to a location (C1 sums over them), so the MILP cannot tell such locations apart, and branch and
-bound wastes its time on plans that differ only by a permutation of them: scenario (d)'s four
-regions at one price list ran 20 s to a 27 % gap; merged, it solves to 0.3 % in seconds.
+bound wastes its time on plans that differ only by a permutation of them (scenario (d)'s four
+regions at one price list: see BENCHMARKS.md, "Placement", before and after this module).
 
 `aggregate(problem)` replaces each group by its first location, with machine counts summed. This
 is a *relaxation*: any plan of the original problem, its counts summed per group, is a plan of
@@ -29,6 +29,7 @@ import pulp
 
 from planning.domain import Offer, Pricing
 from planning.placement.milp import BuiltModel, Location, XKey, build
+from planning.placement.plan import DemandSplit, Plan, Rental
 from planning.placement.problem import Mode, PlacementProblem
 
 TOTALS_PREFIX = "AGG_total_"
@@ -48,16 +49,13 @@ class LocationGroups:
         """Whether any two locations were merged."""
         return len(set(self.representative.values())) < len(self.representative)
 
-    def members(self, rep: Location) -> list[Location]:
-        return sorted(loc for loc, r in self.representative.items() if r == rep)
-
 
 def location_groups(offers: tuple[Offer, ...]) -> LocationGroups:
     """Group locations whose available offers have the same types and prices."""
     signature: dict[Location, set[tuple]] = defaultdict(set)
     for o in offers:
         if o.available_count > 0:
-            signature[(o.cloud, o.region)].add(
+            signature[_where(o)].add(
                 (o.instance_type, o.gpu_type, o.gpu_count, str(o.pricing), o.price_usd_per_hr)
             )
     first: dict[frozenset, Location] = {}
@@ -71,18 +69,13 @@ def aggregate(problem: PlacementProblem, groups: LocationGroups) -> PlacementPro
     """The merged problem: one location per group, machine counts summed (see module doc)."""
     totals: dict[tuple[Location, str, Pricing], int] = defaultdict(int)
     for o in problem.offers:
-        if (o.cloud, o.region) in groups.representative and o.available_count > 0:
-            rep = groups.representative[(o.cloud, o.region)]
+        if _where(o) in groups.representative and o.available_count > 0:
+            rep = groups.representative[_where(o)]
             totals[(rep, o.instance_type, o.pricing)] += o.available_count
     offers = tuple(
-        replace(o, available_count=totals[((o.cloud, o.region), o.instance_type, o.pricing)])
+        replace(o, available_count=totals[(_where(o), o.instance_type, o.pricing)])
         for o in problem.offers
-        if o.available_count > 0
-        and groups.representative.get((o.cloud, o.region))
-        == (
-            o.cloud,
-            o.region,
-        )
+        if o.available_count > 0 and groups.representative.get(_where(o)) == _where(o)
     )
     return replace(problem, offers=offers, name=f"{problem.name} (locations merged)")
 
@@ -98,7 +91,7 @@ def merged_rentals(built: BuiltModel) -> dict[tuple[Location, str, Pricing], int
     for i, var in built.y.items():
         if (n := round(var.value() or 0.0)) > 0:
             o = built.problem.offers[i]
-            out[((o.cloud, o.region), o.instance_type, o.pricing)] = n
+            out[(_where(o), o.instance_type, o.pricing)] = n
     return out
 
 
@@ -112,19 +105,17 @@ def fill_in_order(
     types a model uses together in the first locations, and removes the split's symmetry."""
     left = dict(rentals)
     fixed: dict[int, int] = {}
-    order = sorted(range(len(problem.offers)), key=lambda i: _offer_location(problem.offers[i]))
-    for i in order:
+    for i in sorted(range(len(problem.offers)), key=lambda i: _where(problem.offers[i])):
         o = problem.offers[i]
-        loc = (o.cloud, o.region)
-        key = (groups.representative.get(loc, loc), o.instance_type, o.pricing)
+        key = (groups.representative.get(_where(o), _where(o)), o.instance_type, o.pricing)
         take = min(left.get(key, 0), o.available_count)
-        if take > 0 and key in left:
+        if take > 0:
             fixed[i] = take
             left[key] -= take
     return fixed
 
 
-def _offer_location(o: Offer) -> Location:
+def _where(o: Offer) -> Location:
     return (o.cloud, o.region)
 
 
@@ -158,8 +149,8 @@ def disaggregation(
         by_total[(tid, groups.representative[loc], c)].append(var)
     for i, (key, n) in enumerate(sorted(counts.items())):
         built.lp += pulp.lpSum(by_total.get(key, [])) == n, f"{TOTALS_PREFIX}{i}"
-    for i, var in built.y.items():
-        if machines is not None:
+    if machines is not None:
+        for i, var in built.y.items():
             built.lp += var == machines.get(i, 0), f"{TOTALS_PREFIX}y{i}"
     return built
 
@@ -168,3 +159,43 @@ def drop_totals(built: BuiltModel) -> None:
     """Remove the per-group totals: the restricted problem is then solved freely."""
     for name in [n for n in built.lp.constraints if n.startswith(TOTALS_PREFIX)]:
         del built.lp.constraints[name]
+
+
+def merge_plan(plan: Plan | None, groups: LocationGroups) -> Plan | None:
+    """A plan of the original locations as a plan of the merged ones (counts summed)."""
+    if plan is None:
+        return None
+
+    def rep(cloud: str, region: str) -> Location:
+        return groups.representative.get((cloud, region), (cloud, region))
+
+    rentals: dict[tuple, Rental] = {}
+    for r in plan.rentals:
+        cloud, region = rep(r.cloud, r.region)
+        key = (cloud, region, r.instance_type, r.pricing)
+        old = rentals.get(key)
+        rentals[key] = replace(
+            r, cloud=cloud, region=region, count=r.count + (old.count if old else 0)
+        )
+    splits: dict[tuple, DemandSplit] = {}
+    for s in plan.demand_splits:
+        cloud, region = rep(s.cloud, s.region)
+        old = splits.get((s.model, cloud, region))
+        pd, co = (old.pd_rate_req_per_s, old.coloc_rate_req_per_s) if old else (0.0, 0.0)
+        splits[(s.model, cloud, region)] = replace(
+            s,
+            cloud=cloud,
+            region=region,
+            pd_rate_req_per_s=s.pd_rate_req_per_s + pd,
+            coloc_rate_req_per_s=s.coloc_rate_req_per_s + co,
+        )
+    assignments = tuple(
+        replace(a, cloud=rep(a.cloud, a.region)[0], region=rep(a.cloud, a.region)[1])
+        for a in plan.assignments
+    )
+    return replace(
+        plan,
+        assignments=assignments,
+        rentals=tuple(rentals.values()),
+        demand_splits=tuple(splits.values()),
+    )

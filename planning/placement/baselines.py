@@ -17,6 +17,7 @@ from collections import defaultdict
 from dataclasses import replace
 
 from planning.domain import ModelDemand, Phase, Template
+from planning.placement.candidates import usd_per_gpu_hr_by_stage
 from planning.placement.milp import capacity, eligible_templates
 from planning.placement.plan import Plan, PlanKind
 from planning.placement.problem import PlacementProblem
@@ -39,7 +40,8 @@ def restrict(kind: PlanKind, problem: PlacementProblem) -> PlacementProblem:
         return replace(problem, templates=allowed)
     sub = replace(problem, templates=allowed)
     eligible = eligible_templates(sub)
-    prices = _cheapest_usd_per_gpu_hr(problem)
+    # a 1-GPU stage fits any machine: the cheapest $/GPU-h of each type
+    prices = {g: p for (g, tp), p in usd_per_gpu_hr_by_stage(problem.offers).items() if tp == 1}
     gpus = _offered_gpus(problem)
     kept: list[Template] = []
     for demand in problem.demands:
@@ -47,15 +49,6 @@ def restrict(kind: PlanKind, problem: PlacementProblem) -> PlacementProblem:
         best = _best_gpu_type(ts, demand, prices, gpus, problem.headroom)
         kept.extend(t for t in ts if best is not None and t.stages[0].gpu_type == best)
     return replace(problem, templates=tuple(kept))
-
-
-def _cheapest_usd_per_gpu_hr(problem: PlacementProblem) -> dict[str, float]:
-    prices: dict[str, float] = {}
-    for o in problem.offers:
-        if o.available_count > 0:
-            per_gpu = o.price_usd_per_hr / o.gpu_count
-            prices[o.gpu_type] = min(prices.get(o.gpu_type, per_gpu), per_gpu)
-    return prices
 
 
 def _offered_gpus(problem: PlacementProblem) -> dict[str, int]:

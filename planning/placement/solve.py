@@ -36,7 +36,7 @@ from planning.placement.milp import (
     set_cost_objective,
     set_served_objective,
 )
-from planning.placement.plan import DemandSplit, ModelService, Plan, PlanKind, PlanStatus, Rental
+from planning.placement.plan import ModelService, Plan, PlanKind, PlanStatus
 from planning.placement.problem import Mode, PlacementProblem, SolverName
 
 RESTRICTED_TIME_SHARE = 0.5  # of the time left, at most, for the restricted (candidates) MILP
@@ -348,7 +348,9 @@ def _solve_merged(
 ) -> Solved:
     """Solve with interchangeable locations merged, then split the plan back over them. If no
     split is found, the problem is solved with locations apart, with a fresh time limit."""
-    merged = _solve_full(aggregate.aggregate(problem, groups), _merge_plan(start, groups), deadline)
+    merged = _solve_full(
+        aggregate.aggregate(problem, groups), aggregate.merge_plan(start, groups), deadline
+    )
     if merged.outcome.status is PlanStatus.INFEASIBLE:
         return merged
     services = read_services(merged.built)
@@ -424,46 +426,6 @@ def transfer_values(src: BuiltModel, dst: BuiltModel) -> dict[str, float]:
             if key in target and value > 1e-9:  # solvers return -1e-13 for 0; CBC rejects it
                 values[target[key].name] = float(value)
     return values
-
-
-def _merge_plan(plan: Plan | None, groups: aggregate.LocationGroups) -> Plan | None:
-    """A plan of the original locations as a plan of the merged ones (counts summed)."""
-    if plan is None:
-        return None
-
-    def rep(cloud: str, region: str) -> tuple[str, str]:
-        return groups.representative.get((cloud, region), (cloud, region))
-
-    rentals: dict[tuple, Rental] = {}
-    for r in plan.rentals:
-        cloud, region = rep(r.cloud, r.region)
-        key = (cloud, region, r.instance_type, r.pricing)
-        old = rentals.get(key)
-        rentals[key] = replace(
-            r, cloud=cloud, region=region, count=r.count + (old.count if old else 0)
-        )
-    splits: dict[tuple, DemandSplit] = {}
-    for s in plan.demand_splits:
-        cloud, region = rep(s.cloud, s.region)
-        old = splits.get((s.model, cloud, region))
-        pd, co = (old.pd_rate_req_per_s, old.coloc_rate_req_per_s) if old else (0.0, 0.0)
-        splits[(s.model, cloud, region)] = replace(
-            s,
-            cloud=cloud,
-            region=region,
-            pd_rate_req_per_s=s.pd_rate_req_per_s + pd,
-            coloc_rate_req_per_s=s.coloc_rate_req_per_s + co,
-        )
-    assignments = tuple(
-        replace(a, cloud=rep(a.cloud, a.region)[0], region=rep(a.cloud, a.region)[1])
-        for a in plan.assignments
-    )
-    return replace(
-        plan,
-        assignments=assignments,
-        rentals=tuple(rentals.values()),
-        demand_splits=tuple(splits.values()),
-    )
 
 
 def _gap(objective: float | None, bound: float | None) -> float | None:
