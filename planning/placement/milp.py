@@ -66,6 +66,16 @@ from planning.placement.problem import Mode, PlacementProblem, Slot
 
 Location = tuple[str, str]  # (cloud, region)
 XKey = tuple[str, Location, Pricing]  # (template_id, location, pricing)
+Term = tuple[pulp.LpVariable, float]  # (variable, coefficient)
+
+
+def linear(terms: Iterable[Term]) -> pulp.LpAffineExpression:
+    """Σ coefficient·variable, built as one dict (repeated variables add up). `pulp.lpSum` of
+    `coefficient * variable` makes an expression per term: 3x slower on scenario (d)'s models."""
+    coefficients: dict[pulp.LpVariable, float] = defaultdict(float)
+    for var, coefficient in terms:
+        coefficients[var] += coefficient
+    return pulp.LpAffineExpression(coefficients)
 
 
 @dataclass(slots=True)
@@ -166,7 +176,7 @@ def build(problem: PlacementProblem, *, relaxed: bool = False) -> BuiltModel:
         e={},
         u={},
         z={},
-        cost=pulp.lpSum(problem.offers[i].price_usd_per_hr * v for i, v in y.items()),
+        cost=linear((v, problem.offers[i].price_usd_per_hr) for i, v in y.items()),
         churn_penalty=pulp.LpAffineExpression(),
         served=pulp.LpAffineExpression(),
     )
@@ -182,14 +192,14 @@ def build(problem: PlacementProblem, *, relaxed: bool = False) -> BuiltModel:
 def _add_demand(b: BuiltModel) -> None:
     """C1, C2, C3, C3c: demand split and capacity per model and location."""
     p = b.problem
-    by_model_loc: dict[tuple[str, Location], dict[Phase, list[pulp.LpAffineExpression]]] = (
-        defaultdict(lambda: defaultdict(list))
+    by_model_loc: dict[tuple[str, Location], dict[Phase, list[Term]]] = defaultdict(
+        lambda: defaultdict(list)
     )
     demands = {m.model: m for m in p.demands}
     for (tid, loc, _c), var in b.x.items():
         t = b.templates[tid]
         cap = min(capacity(t), max_need(demands[t.model], t.phase, p.headroom))
-        by_model_loc[(t.model, loc)][t.phase].append(cap * var)
+        by_model_loc[(t.model, loc)][t.phase].append((var, cap))
     served_terms = []
     for m in (dem for dem in p.demands if dem.rate_req_per_s > 0):
         if p.mode == Mode.GOODPUT:
@@ -221,12 +231,12 @@ def _route(
     parts = []
     if caps.get(Phase.PREFILL) and caps.get(Phase.DECODE):
         d = b.d[(m.model, loc)] = pulp.LpVariable(f"d_{len(b.d)}", lowBound=0)
-        b.lp += pulp.lpSum(caps[Phase.PREFILL]) >= grow * m.mean_input_tokens * d, f"C2_{tag}"
-        b.lp += pulp.lpSum(caps[Phase.DECODE]) >= grow * m.mean_output_tokens * d, f"C3_{tag}"
+        b.lp += linear(caps[Phase.PREFILL]) >= grow * m.mean_input_tokens * d, f"C2_{tag}"
+        b.lp += linear(caps[Phase.DECODE]) >= grow * m.mean_output_tokens * d, f"C3_{tag}"
         parts.append(d)
     if caps.get(Phase.COLOCATED):
         e = b.e[(m.model, loc)] = pulp.LpVariable(f"e_{len(b.e)}", lowBound=0)
-        b.lp += pulp.lpSum(caps[Phase.COLOCATED]) >= grow * e, f"C3c_{tag}"
+        b.lp += linear(caps[Phase.COLOCATED]) >= grow * e, f"C3c_{tag}"
         parts.append(e)
     return pulp.lpSum(parts)
 
@@ -244,9 +254,9 @@ def _add_gpu_fit(b: BuiltModel) -> None:
         supply[((o.cloud, o.region), o.pricing, o.gpu_type)].append(i)
     for group, stages in demand.items():
         for k in sorted({tp for tp, _ in stages}):
-            lhs = pulp.lpSum(tp * b.x[key] for tp, key in stages if tp >= k)
-            rhs = pulp.lpSum(
-                b.problem.offers[i].gpu_count * b.y[i]
+            lhs = linear((b.x[key], tp) for tp, key in stages if tp >= k)
+            rhs = linear(
+                (b.y[i], b.problem.offers[i].gpu_count)
                 for i in supply[group]
                 if b.problem.offers[i].gpu_count >= k
             )
@@ -259,15 +269,15 @@ def _add_spot_share(b: BuiltModel) -> None:
     share = b.problem.max_spot_share
     if share is None:
         return
-    spot: dict[str, list] = defaultdict(list)
-    total: dict[str, list] = defaultdict(list)
+    spot: dict[str, list[Term]] = defaultdict(list)
+    total: dict[str, list[Term]] = defaultdict(list)
     for (tid, _loc, c), var in b.x.items():
         t = b.templates[tid]
-        total[t.model].append(t.total_gpus * var)
+        total[t.model].append((var, t.total_gpus))
         if c == Pricing.SPOT:
-            spot[t.model].append(t.total_gpus * var)
+            spot[t.model].append((var, t.total_gpus))
     for model, terms in spot.items():
-        b.lp += pulp.lpSum(terms) <= share * pulp.lpSum(total[model]), f"C6_{_safe(model)}"
+        b.lp += linear(terms) <= share * linear(total[model]), f"C6_{_safe(model)}"
 
 
 def _add_churn(b: BuiltModel) -> None:

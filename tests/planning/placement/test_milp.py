@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import pulp
 import pytest
 
 from planning.domain import Phase, Pricing
-from planning.placement.milp import build
+from planning.placement.milp import build, linear
 from planning.placement.plan import PlanStatus
 from planning.placement.problem import Churn, Mode, PlacementProblem, Slot, SolverName
 from planning.placement.solve import solve
@@ -219,3 +220,11 @@ def test_instances_no_request_can_reach_are_dropped() -> None:
         var.setInitialValue(0.0)
     plan = extract(built, SolveInfo("coral", "optimal", "cbc", 0.0, 160.0, None, None))
     assert {(a.template_id, a.region) for a in plan.assignments} == {("p-h", "r1"), ("d-h", "r1")}
+
+
+def test_linear_adds_up_repeated_variables() -> None:
+    # a pipeline with two stages of one GPU type puts the same x twice into a C4 sum
+    x, y = pulp.LpVariable("x"), pulp.LpVariable("y")
+    expression = linear([(x, 2.0), (y, 1.5), (x, 4.0)])
+    assert dict(expression) == {x: 6.0, y: 1.5}
+    assert expression.constant == 0
