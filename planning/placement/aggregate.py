@@ -12,12 +12,15 @@ the merged one at the same cost. So the merged optimum (and the MIP's dual bound
 bound the original from below (cost) or above (served demand), and the LP relaxations are equal
 (an LP plan of the merged problem splits across the group in proportion to machine counts).
 
-`disaggregation(problem, groups, counts, served)` is the original problem restricted to the
-templates the merged plan uses, with the merged plan's instance counts per template and pricing
-class as totals over each group (`totals` constraints). Solved for cost, it finds where each
-instance runs; if it reaches the merged cost the split plan is optimal for the original problem
-too. When the per-location machine counts make those totals impossible the caller drops them
-(`drop_totals`) and solves the restricted problem freely.
+Splitting back (`solve._split`): the merged plan's instances are cut into pieces (a model's
+P and D instances together, each colocated instance alone) and `piece_model`, a small MILP,
+puts each piece whole in one location of its group, renting the cheapest machines that hold
+them. `disaggregation(problem, groups, counts, served)`, the original problem restricted to the
+merged plan's templates with its counts as per-group totals, is then solved with the instances
+fixed where the pieces went (`fix_instances`: only machines and routing are left), and improved
+from there with the time left. Where no placement of whole pieces exists (a P/D piece bigger
+than any one location), the disaggregation is searched from scratch, and without the totals
+(`drop_totals`) if those cannot be met. A split that reaches the merged cost is optimal.
 """
 
 from __future__ import annotations
@@ -27,12 +30,21 @@ from dataclasses import dataclass, replace
 
 import pulp
 
-from planning.domain import Offer, Pricing
-from planning.placement.milp import BuiltModel, Location, XKey, build
+from planning.domain import Offer, Phase, Pricing, Template
+from planning.placement.milp import (
+    BuiltModel,
+    Location,
+    XKey,
+    build,
+    capacity,
+    linear,
+    max_need,
+)
 from planning.placement.plan import DemandSplit, Plan, Rental
 from planning.placement.problem import Mode, PlacementProblem
 
 TOTALS_PREFIX = "AGG_total_"
+FIXED_PREFIX = "AGG_fixed_"
 # The split stops once within this gap of its own bound: it only places a plan that is already
 # chosen, and the plan's reported gap is measured against the merged problem's bound anyway.
 SPLIT_MIP_GAP = 0.02
@@ -85,34 +97,195 @@ def merged_counts(built: BuiltModel) -> dict[XKey, int]:
     return {key: n for key, var in built.x.items() if (n := round(var.value() or 0.0)) > 0}
 
 
-def merged_rentals(built: BuiltModel) -> dict[tuple[Location, str, Pricing], int]:
-    """Machines a solved merged model rents, per (representative, instance type, pricing)."""
-    out: dict[tuple[Location, str, Pricing], int] = {}
-    for i, var in built.y.items():
-        if (n := round(var.value() or 0.0)) > 0:
-            o = built.problem.offers[i]
-            out[(_where(o), o.instance_type, o.pricing)] = n
-    return out
+@dataclass(slots=True)
+class PieceModel:
+    """Where each piece of a merged plan goes (`piece_model`): a small PuLP MILP."""
+
+    lp: pulp.LpProblem
+    pieces: list[tuple[Location, list[tuple[XKey, int]]]]
+    at: dict[tuple[int, Location], pulp.LpVariable]  # piece i at location: binary
 
 
-def fill_in_order(
+def piece_model(
     problem: PlacementProblem,
     groups: LocationGroups,
-    rentals: dict[tuple[Location, str, Pricing], int],
-) -> dict[int, int]:
-    """Offer index -> machines: each merged rental filled into its group's locations in order,
-    each up to its availability. Filling every instance type in the same order keeps the GPU
-    types a model uses together in the first locations, and removes the split's symmetry."""
-    left = dict(rentals)
-    fixed: dict[int, int] = {}
-    for i in sorted(range(len(problem.offers)), key=lambda i: _where(problem.offers[i])):
-        o = problem.offers[i]
-        key = (groups.representative.get(_where(o), _where(o)), o.instance_type, o.pricing)
-        take = min(left.get(key, 0), o.available_count)
-        if take > 0:
-            fixed[i] = take
-            left[key] -= take
-    return fixed
+    counts: dict[XKey, int],
+    served: dict[str, float],
+    *,
+    whole_pd: bool,
+) -> PieceModel:
+    """The merged instance counts as pieces to put in the locations of their group, each piece
+    whole in one, renting the cheapest machines that hold them (C4 per location, by GPU type,
+    pricing and stage size; C5). `whole_pd`: a model's P and D instances are one piece (they
+    carry its P/D demand wherever they go) and each colocated instance is one: few pieces, fast,
+    but a big P/D piece may leave machines half used. Otherwise every instance is a piece and
+    each model's demand (its `served` share) is routed as in C1-C3c over the locations its
+    pieces went to. Pieces are sorted by GPUs; where a group's locations are identical
+    (availability too), piece i may only use the group's first i + 1 locations: any plan has a
+    permutation of locations of that form, so this only removes symmetry."""
+    templates = {t.template_id: t for t in problem.templates}
+    split = _pieces(counts, templates) if whole_pd else _instances(counts)
+    pieces = sorted(split, key=lambda p: (-_gpus(p[1], templates), p[1]))
+    members = _members(groups)
+    lp = pulp.LpProblem("coral_split", pulp.LpMinimize)
+    at: dict[tuple[int, Location], pulp.LpVariable] = {}
+    for i, (rep, _items) in enumerate(pieces):
+        where = members[rep][: i + 1] if _identical(problem.offers, members[rep]) else members[rep]
+        for loc in where:
+            at[(i, loc)] = pulp.LpVariable(f"a{i}_{len(at)}", cat=pulp.LpBinary)
+        lp += pulp.lpSum(at[(i, loc)] for loc in where) == 1, f"piece_{i}"
+    model = PieceModel(lp, pieces, at)
+    _add_machines(model, problem, templates)
+    if not whole_pd:
+        _add_routing(model, problem, templates, served)
+    return model
+
+
+def _add_machines(
+    model: PieceModel, problem: PlacementProblem, templates: dict[str, Template]
+) -> None:
+    """Machines rented (C5 bounds) and the pieces' GPUs in them (C4); cost as objective."""
+    sizes = _stage_sizes(model.pieces, templates)
+    offers = problem.offers
+    y = {
+        i: pulp.LpVariable(f"y{i}", 0, o.available_count, cat=pulp.LpInteger)
+        for i, o in enumerate(offers)
+        if o.available_count > 0 and (o.pricing, o.gpu_type) in sizes
+    }
+    model.lp += linear((v, offers[i].price_usd_per_hr) for i, v in y.items())
+    needs = [_gpu_need(items, templates, sizes) for _rep, items in model.pieces]
+    for loc in sorted({loc for _i, loc in model.at}):
+        for (c, g), ks in sizes.items():
+            machines = [
+                i
+                for i in y
+                if (_where(offers[i]), offers[i].pricing, offers[i].gpu_type) == (loc, c, g)
+            ]
+            for k in ks:
+                held = [
+                    (model.at[(i, loc)], need[(c, g, k)])
+                    for i, need in enumerate(needs)
+                    if (i, loc) in model.at and need.get((c, g, k))
+                ]
+                room = [(y[i], offers[i].gpu_count) for i in machines if offers[i].gpu_count >= k]
+                if held:
+                    model.lp += linear(held) <= linear(room), f"C4_{len(model.lp.constraints)}"
+
+
+def _add_routing(
+    model: PieceModel,
+    problem: PlacementProblem,
+    templates: dict[str, Template],
+    served: dict[str, float],
+) -> None:
+    """C1-C3c over the pieces: per model and location, P/D-disaggregated and colocated req/s
+    within the capacity of the pieces placed there; each model's served req/s all routed."""
+    grow = 1.0 + problem.headroom
+    caps: dict[tuple[str, Location], dict[Phase, list]] = defaultdict(lambda: defaultdict(list))
+    for (i, loc), var in model.at.items():
+        ((tid, _rep, _c), _n) = model.pieces[i][1][0]
+        t = templates[tid]
+        caps[(t.model, loc)][t.phase].append((var, capacity(t)))
+    routed: dict[str, list[pulp.LpVariable]] = defaultdict(list)
+    demands = {d.model: d for d in problem.demands}
+    for (name, _loc), by_phase in caps.items():
+        m = demands[name]
+        rate = m.rate_req_per_s * served.get(name, 1.0)
+        clip = {ph: max_need(replace(m, rate_req_per_s=rate), ph, problem.headroom) for ph in Phase}
+        cap = {ph: [(v, min(c, clip[ph])) for v, c in terms] for ph, terms in by_phase.items()}
+        tag = f"{len(routed)}_{len(model.lp.constraints)}"
+        if cap.get(Phase.PREFILL) and cap.get(Phase.DECODE):
+            d = pulp.LpVariable(f"d_{tag}", lowBound=0)
+            model.lp += linear(cap[Phase.PREFILL]) >= grow * m.mean_input_tokens * d, f"C2_{tag}"
+            model.lp += linear(cap[Phase.DECODE]) >= grow * m.mean_output_tokens * d, f"C3_{tag}"
+            routed[name].append(d)
+        if cap.get(Phase.COLOCATED):
+            e = pulp.LpVariable(f"e_{tag}", lowBound=0)
+            model.lp += linear(cap[Phase.COLOCATED]) >= grow * e, f"C3c_{tag}"
+            routed[name].append(e)
+    for name, parts in routed.items():
+        rate = demands[name].rate_req_per_s * served.get(name, 1.0)
+        model.lp += pulp.lpSum(parts) == rate, f"C1_{len(model.lp.constraints)}"
+
+
+def placed_counts(model: PieceModel) -> dict[XKey, int]:
+    """Instance counts per real location from a solved `piece_model`."""
+    placed: dict[XKey, int] = defaultdict(int)
+    for (i, loc), var in model.at.items():
+        if (var.value() or 0.0) > 0.5:
+            for (tid, _rep, c), n in model.pieces[i][1]:
+                placed[(tid, loc, c)] += n
+    return dict(placed)
+
+
+def _pieces(
+    counts: dict[XKey, int], templates: dict[str, Template]
+) -> list[tuple[Location, list[tuple[XKey, int]]]]:
+    """What is placed whole: per model and group, its prefill and decode instances together
+    (P and D of a request share a location), and each colocated instance alone (any share of a
+    model's colocated demand can be served anywhere)."""
+    pd: dict[tuple[str, Location], list[tuple[XKey, int]]] = defaultdict(list)
+    pieces: list[tuple[Location, list[tuple[XKey, int]]]] = []
+    for key, n in sorted(counts.items()):
+        t = templates[key[0]]
+        if t.phase == Phase.COLOCATED:
+            pieces.extend((key[1], [(key, 1)]) for _ in range(n))
+        else:
+            pd[(t.model, key[1])].append((key, n))
+    return pieces + [(rep, items) for (_model, rep), items in pd.items()]
+
+
+def _instances(counts: dict[XKey, int]) -> list[tuple[Location, list[tuple[XKey, int]]]]:
+    """Every instance a piece of its own."""
+    return [(key[1], [(key, 1)]) for key, n in sorted(counts.items()) for _ in range(n)]
+
+
+def _members(groups: LocationGroups) -> dict[Location, list[Location]]:
+    """The locations of each group, by representative, in sorted order."""
+    members: dict[Location, list[Location]] = defaultdict(list)
+    for loc in sorted(groups.representative):
+        members[groups.representative[loc]].append(loc)
+    return members
+
+
+def _identical(offers: tuple[Offer, ...], locations: list[Location]) -> bool:
+    """Whether the locations offer the same machines in the same numbers."""
+    stock: dict[Location, set[tuple]] = defaultdict(set)
+    for o in offers:
+        if _where(o) in locations and o.available_count > 0:
+            stock[_where(o)].add((o.instance_type, o.pricing, o.available_count))
+    return len({frozenset(v) for v in stock.values()}) <= 1
+
+
+def _stage_sizes(
+    pieces: list[tuple[Location, list[tuple[XKey, int]]]], templates: dict[str, Template]
+) -> dict[tuple[Pricing, str], list[int]]:
+    """The stage sizes (C4's k) used per (pricing, GPU type)."""
+    sizes: dict[tuple[Pricing, str], set[int]] = defaultdict(set)
+    for _rep, items in pieces:
+        for (tid, _loc, c), _n in items:
+            for s in templates[tid].stages:
+                sizes[(c, s.gpu_type)].add(s.tp)
+    return {key: sorted(ks) for key, ks in sizes.items()}
+
+
+def _gpu_need(
+    items: list[tuple[XKey, int]],
+    templates: dict[str, Template],
+    sizes: dict[tuple[Pricing, str], list[int]],
+) -> dict[tuple[Pricing, str, int], int]:
+    """GPUs per (pricing, GPU type, k) in stages of at least k GPUs (C4's left-hand side)."""
+    need: dict[tuple[Pricing, str, int], int] = defaultdict(int)
+    for (tid, _loc, c), n in items:
+        for s in templates[tid].stages:
+            for k in sizes[(c, s.gpu_type)]:
+                if s.tp >= k:
+                    need[(c, s.gpu_type, k)] += n * s.tp
+    return need
+
+
+def _gpus(items: list[tuple[XKey, int]], templates: dict[str, Template]) -> int:
+    return sum(n * templates[tid].total_gpus for (tid, _loc, _c), n in items)
 
 
 def _where(o: Offer) -> Location:
@@ -124,12 +297,9 @@ def disaggregation(
     groups: LocationGroups,
     counts: dict[XKey, int],
     served: dict[str, float],
-    machines: dict[int, int] | None = None,
 ) -> BuiltModel:
     """The original problem over the merged plan's templates, each model's demand scaled to the
-    fraction the merged plan serves, cost mode, with the merged counts as per-group totals.
-    `machines` (offer index -> count, see `fill_in_order`) fixes the rented machines too (as
-    `totals` constraints, dropped with them)."""
+    fraction the merged plan serves, cost mode, with the merged counts as per-group totals."""
     used = {tid for tid, _loc, _c in counts}
     demands = tuple(
         replace(d, rate_req_per_s=d.rate_req_per_s * served.get(d.model, 1.0))
@@ -149,15 +319,28 @@ def disaggregation(
         by_total[(tid, groups.representative[loc], c)].append(var)
     for i, (key, n) in enumerate(sorted(counts.items())):
         built.lp += pulp.lpSum(by_total.get(key, [])) == n, f"{TOTALS_PREFIX}{i}"
-    if machines is not None:
-        for i, var in built.y.items():
-            built.lp += var == machines.get(i, 0), f"{TOTALS_PREFIX}y{i}"
     return built
+
+
+def fix_instances(built: BuiltModel, placed: dict[XKey, int]) -> None:
+    """Fix every instance count to `placed` (0 where absent; see `first_fit`): what is left to
+    solve is which machines to rent and where demand goes, an easy problem."""
+    for i, (key, var) in enumerate(built.x.items()):
+        built.lp += var == placed.get(key, 0), f"{FIXED_PREFIX}{i}"
+
+
+def drop_fixed(built: BuiltModel) -> None:
+    """Undo `fix_instances`."""
+    _drop(built, FIXED_PREFIX)
 
 
 def drop_totals(built: BuiltModel) -> None:
     """Remove the per-group totals: the restricted problem is then solved freely."""
-    for name in [n for n in built.lp.constraints if n.startswith(TOTALS_PREFIX)]:
+    _drop(built, TOTALS_PREFIX)
+
+
+def _drop(built: BuiltModel, prefix: str) -> None:
+    for name in [n for n in built.lp.constraints if n.startswith(prefix)]:
         del built.lp.constraints[name]
 
 
@@ -180,8 +363,8 @@ def merge_plan(plan: Plan | None, groups: LocationGroups) -> Plan | None:
     splits: dict[tuple, DemandSplit] = {}
     for s in plan.demand_splits:
         cloud, region = rep(s.cloud, s.region)
-        old = splits.get((s.model, cloud, region))
-        pd, co = (old.pd_rate_req_per_s, old.coloc_rate_req_per_s) if old else (0.0, 0.0)
+        prior = splits.get((s.model, cloud, region))
+        pd, co = (prior.pd_rate_req_per_s, prior.coloc_rate_req_per_s) if prior else (0.0, 0.0)
         splits[(s.model, cloud, region)] = replace(
             s,
             cloud=cloud,

@@ -5,8 +5,10 @@ with status INFEASIBLE and an explanation naming what binds.
 
 Pipeline (`solve_core`): interchangeable locations are merged (`aggregate`: an exact relaxation
 that removes the MILP's symmetry between identical regions); a restricted MILP over candidate
-templates gives a first plan (`candidates`); the full MILP starts from it for the time left; the
-merged plan is split back over the real locations (`aggregate.disaggregation`).
+templates gives a first plan (`candidates`); the full MILP starts from it for the time left
+less `SPLIT_TIME_SHARE`; the merged plan is split back over the real locations in that share
+(`_split`: its pieces placed whole by a small MILP, then polished). The whole pipeline keeps to
+`time_limit_s` except where a split must be searched from scratch (`SPLIT_MIN_S`).
 
 Bounds: `Plan.lp_bound` is the root LP relaxation; `Plan.best_bound` is the best proven bound
 (the LP relaxation or the MIP solver's dual bound, whichever is tighter) and `Plan.gap` is the
@@ -21,6 +23,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, replace
 
+import numpy as np
 import pulp
 
 from planning.placement import aggregate, explain
@@ -42,10 +45,11 @@ from planning.placement.problem import Mode, PlacementProblem, SolverName
 RESTRICTED_TIME_SHARE = 0.5  # of the time left, at most, for the restricted (candidates) MILP
 START_MIP_GAP = 0.02  # the restricted MILP is only a start: it stops within this of its bound
 FULL_MIN_S = 1.0  # the full MILP runs after the restricted one only with this much time left
-# splitting a merged plan back gets at least this share of the time limit, and these seconds,
-# even past the limit: a merged plan that is not split is no plan
-SPLIT_MIN_TIME_SHARE = 0.25
-SPLIT_MIN_S = 1.5
+SPLIT_TIME_SHARE = 0.2  # of the time limit, kept for splitting a merged plan back
+SPLIT_MIN_S = 1.5  # a split searched from scratch gets at least this, even past the limit
+PIECES_MIN_S = 0.5  # placing a merged plan's pieces gets at least this, even past the limit
+INSTANCES_MIN_S = 0.3  # placing every instance apart is tried only with this much time left
+FIX_S = 0.1  # ... and stops this long before the deadline: the fixed split is solved after it
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,27 +60,82 @@ class RunOutcome:
     objective: float | None
     message: str | None = None
     dual_bound: float | None = None  # the MIP solver's proven bound on the objective, if known
-    built: BuiltModel | None = None  # the model solved, where it is not the caller's own
 
 
 class _HiGHS(pulp.HiGHS):
     """PuLP's highspy interface plus a warm start: `start` maps variable names to values that
-    are handed to HiGHS (`setSolution`) as a first incumbent before it runs."""
+    are handed to HiGHS (`setSolution`) as a first incumbent before it runs. The model is handed
+    over in one `addCols` and one `addRows` call instead of PuLP's call per column and per row
+    (scenario (d)'s 11k-column LP: PuLP's hand-over took longer than HiGHS's solve)."""
 
     def __init__(self, start: dict[str, float] | None = None, **kwargs: object) -> None:
         super().__init__(**kwargs)
         self.start = start or {}
+        self.columns: list[pulp.LpVariable] = []
+
+    def buildSolverModel(self, lp: pulp.LpProblem) -> None:
+        import highspy
+
+        self.columns = lp.variables()
+        sign = -1.0 if lp.sense == pulp.LpMaximize else 1.0
+        for i, var in enumerate(self.columns):
+            var.index = i
+        model = lp.solverModel
+        model.addCols(
+            len(self.columns),
+            np.array([sign * lp.objective.get(v, 0.0) for v in self.columns], dtype=np.float64),
+            _bounds([v.lowBound for v in self.columns], -highspy.kHighsInf),
+            _bounds([v.upBound for v in self.columns], highspy.kHighsInf),
+            0,
+            np.zeros(0, dtype=np.int32),
+            np.zeros(0, dtype=np.int32),
+            np.zeros(0, dtype=np.float64),
+        )
+        integers = [v.index for v in self.columns if v.cat == pulp.LpInteger]
+        if self.mip and integers:
+            model.changeColsIntegrality(
+                len(integers),
+                np.array(integers, dtype=np.int32),
+                np.full(len(integers), highspy.HighsVarType.kInteger, dtype=np.uint8),
+            )
+        self._add_rows(lp, highspy.kHighsInf)
+
+    def _add_rows(self, lp: pulp.LpProblem, inf: float) -> None:
+        starts: list[int] = []
+        indices: list[int] = []
+        values: list[float] = []
+        for i, constraint in enumerate(lp._constraints.values()):
+            constraint.index = i
+            starts.append(len(indices))
+            for var, coefficient in constraint.items():
+                if coefficient != 0:
+                    indices.append(var.index)
+                    values.append(coefficient)
+        rows = list(lp._constraints.values())
+        lp.solverModel.addRows(
+            len(rows),
+            _bounds([c.getLb() for c in rows], -inf),
+            _bounds([c.getUb() for c in rows], inf),
+            len(indices),
+            np.array(starts, dtype=np.int32),
+            np.array(indices, dtype=np.int32),
+            np.array(values, dtype=np.float64),
+        )
 
     def callSolver(self, lp: pulp.LpProblem) -> None:
         if self.start:
             import highspy
 
-            values = [self.start.get(v.name, 0.0) for v in lp.variables()]
+            values = [self.start.get(v.name, 0.0) for v in self.columns]
             solution = highspy.HighsSolution()
             solution.col_value = values
             solution.value_valid = True
             lp.solverModel.setSolution(solution)
         lp.solverModel.run()
+
+
+def _bounds(values: list[float | None], missing: float) -> np.ndarray:
+    return np.array([missing if v is None else v for v in values], dtype=np.float64)
 
 
 def solver_command(
@@ -291,34 +350,35 @@ def _solve_full(problem: PlacementProblem, start: Plan | None, deadline: float) 
         set_served_objective(relaxed)
     lp = run(relaxed, problem.solver, _left(deadline))
     bound = lp.objective if lp.status is PlanStatus.OPTIMAL else None
-    first = None
+    restricted = None
     if problem.start_candidates is not None and bound is not None:
-        first = _solve_candidates(problem, relaxed, start, deadline)
-        if first is not None and _proven_by_lp(problem, first.objective, bound):
-            return Solved(first.built, replace(first, status=PlanStatus.OPTIMAL), bound)
-        if first is not None and _left(deadline) < FULL_MIN_S:  # no time for the full MILP
-            return Solved(first.built, replace(first, status=PlanStatus.FEASIBLE), bound)
+        restricted = _solve_candidates(problem, relaxed, start, deadline)
+    if restricted is not None:
+        small, first = restricted
+        if _proven_by_lp(problem, first.objective, bound):
+            return Solved(small, replace(first, status=PlanStatus.OPTIMAL), bound)
+        if _left(deadline) < FULL_MIN_S:  # no time for the full MILP
+            return Solved(small, replace(first, status=PlanStatus.FEASIBLE), bound)
     built = build(problem)
     values = None
-    if first is not None:
-        values = transfer_values(first.built, built)
+    if restricted is not None:
+        values = transfer_values(restricted[0], built)
     elif start is not None and start.feasible:
         values = warm_values(built, start)
     outcome = _run_mode(built, deadline, values)
-    if first is not None and _better(first, outcome, problem.mode):
-        dual = outcome.dual_bound
-        return Solved(
-            first.built, replace(first, status=PlanStatus.FEASIBLE, dual_bound=dual), bound
-        )
+    if restricted is not None and _better(restricted[1], outcome, problem.mode):
+        small, first = restricted
+        feasible = replace(first, status=PlanStatus.FEASIBLE, dual_bound=outcome.dual_bound)
+        return Solved(small, feasible, bound)
     return Solved(built, outcome, bound)
 
 
 def _solve_candidates(
     problem: PlacementProblem, relaxed: BuiltModel, start: Plan | None, deadline: float
-) -> RunOutcome | None:
+) -> tuple[BuiltModel, RunOutcome] | None:
     """The MILP over candidate templates (see `candidates`) with `RESTRICTED_TIME_SHARE` of the
-    time left; its outcome carries the model it was solved in (`built`), no bound (a bound over
-    a subset of templates bounds nothing), or None when it found no plan."""
+    time left: the model it was solved in and its outcome, with no bound (a bound over a subset
+    of templates bounds nothing), or None when it found no plan."""
     ids = candidate_ids(problem, relaxed, problem.start_candidates or 0) | _template_ids(start)
     kept = tuple(t for t in problem.templates if t.template_id in ids)
     small = build(replace(problem, templates=kept, mip_gap=max(problem.mip_gap, START_MIP_GAP)))
@@ -332,13 +392,13 @@ def _solve_candidates(
     outcome = _run_mode(small, share, values)
     if outcome.status is PlanStatus.INFEASIBLE:
         return None
-    return replace(outcome, dual_bound=None, built=small)
+    return small, replace(outcome, dual_bound=None)
 
 
-def _proven_by_lp(problem: PlacementProblem, objective: float | None, bound: float) -> bool:
+def _proven_by_lp(problem: PlacementProblem, objective: float | None, bound: float | None) -> bool:
     """Cost mode: the objective is within `mip_gap` of the LP bound, so no search can improve
     it by more than that (goodput's second stage is not covered by the LP bound)."""
-    if problem.mode != Mode.COST or objective is None:
+    if problem.mode != Mode.COST or objective is None or bound is None:
         return False
     return objective - bound <= problem.mip_gap * abs(objective) + 1e-9
 
@@ -346,26 +406,21 @@ def _proven_by_lp(problem: PlacementProblem, objective: float | None, bound: flo
 def _solve_merged(
     problem: PlacementProblem, groups: aggregate.LocationGroups, start: Plan | None, deadline: float
 ) -> Solved:
-    """Solve with interchangeable locations merged, then split the plan back over them. If no
-    split is found, the problem is solved with locations apart, with a fresh time limit."""
+    """Solve with interchangeable locations merged, leaving `SPLIT_TIME_SHARE` of the limit to
+    split the plan back over them (`_split`). If no split is found, the problem is solved with
+    locations apart, with a fresh time limit."""
     merged = _solve_full(
-        aggregate.aggregate(problem, groups), aggregate.merge_plan(start, groups), deadline
+        aggregate.aggregate(problem, groups),
+        aggregate.merge_plan(start, groups),
+        deadline - problem.time_limit_s * SPLIT_TIME_SHARE,
     )
     if merged.outcome.status is PlanStatus.INFEASIBLE:
         return merged
     services = read_services(merged.built)
-    counts = aggregate.merged_counts(merged.built)
     served = {s.model: s.served_fraction for s in services}
-    limit = max(_left(deadline), problem.time_limit_s * SPLIT_MIN_TIME_SHARE, SPLIT_MIN_S)
-    filled = aggregate.fill_in_order(problem, groups, aggregate.merged_rentals(merged.built))
-    split = aggregate.disaggregation(problem, groups, counts, served, filled)
-    outcome = run(split, problem.solver, limit)
-    if outcome.status is PlanStatus.INFEASIBLE:  # machines filled in order do not fit: free them
-        split = aggregate.disaggregation(problem, groups, counts, served)
-        outcome = run(split, problem.solver, limit)
-    if outcome.status is PlanStatus.INFEASIBLE:
-        aggregate.drop_totals(split)
-        outcome = run(split, problem.solver, limit)
+    split, outcome = _split(
+        problem, groups, aggregate.merged_counts(merged.built), served, deadline
+    )
     if outcome.status is PlanStatus.INFEASIBLE:
         return _solve_full(problem, start, time.perf_counter() + problem.time_limit_s)
     cost = outcome.objective or 0.0
@@ -377,6 +432,63 @@ def _solve_merged(
         dual_bound=merged.outcome.dual_bound,
     )
     return Solved(split, final, merged.lp_bound, services)
+
+
+def _split(
+    problem: PlacementProblem,
+    groups: aggregate.LocationGroups,
+    counts: dict[XKey, int],
+    served: dict[str, float],
+    deadline: float,
+) -> tuple[BuiltModel, RunOutcome]:
+    """The merged plan's instances over the real locations (`aggregate.disaggregation`) with
+    the instances fixed where `_place` put them: only machines and routing are left to solve.
+    Without a placement, the split is searched from scratch (given at least `SPLIT_MIN_S`, past
+    the deadline if need be: a merged plan that is not split is no plan), then without the
+    merged totals."""
+    split = aggregate.disaggregation(problem, groups, counts, served)
+    placed = _place(problem, groups, counts, served, deadline)
+    if placed is not None:
+        aggregate.fix_instances(split, placed)
+        fitted = run(split, problem.solver, max(_left(deadline), PIECES_MIN_S))
+        aggregate.drop_fixed(split)
+        if fitted.status is not PlanStatus.INFEASIBLE:
+            return split, fitted
+    limit = max(_left(deadline), SPLIT_MIN_S)
+    outcome = run(split, problem.solver, limit)
+    if outcome.status is PlanStatus.INFEASIBLE:
+        aggregate.drop_totals(split)
+        outcome = run(split, problem.solver, limit)
+    return split, outcome
+
+
+def _place(
+    problem: PlacementProblem,
+    groups: aggregate.LocationGroups,
+    counts: dict[XKey, int],
+    served: dict[str, float],
+    deadline: float,
+) -> dict[XKey, int] | None:
+    """Instance counts per real location (None: none found): `aggregate.piece_model` with P/D
+    pieces whole (fast, stops within `SPLIT_MIP_GAP`; at least `PIECES_MIN_S`), then, with
+    `INSTANCES_MIN_S` or more left, with every instance a piece, for the time left; the cheaper
+    placement."""
+    found: list[tuple[float, dict[XKey, int]]] = []
+    for whole_pd in (True, False):
+        if not whole_pd and deadline - time.perf_counter() < INSTANCES_MIN_S:
+            break
+        model = aggregate.piece_model(problem, groups, counts, served, whole_pd=whole_pd)
+        limit = max(_left(deadline), PIECES_MIN_S) if whole_pd else _left(deadline - FIX_S)
+        gap = aggregate.SPLIT_MIP_GAP if whole_pd else problem.mip_gap
+        model.lp.solve(solver_command(problem.solver, limit, gap))
+        if model.lp.sol_status in (pulp.LpSolutionOptimal, pulp.LpSolutionIntegerFeasible):
+            found.append((pulp.value(model.lp.objective), aggregate.placed_counts(model)))
+    return min(found, key=lambda f: f[0])[1] if found else None
+
+
+def _nonzero(values: dict[str, float]) -> dict[str, float]:
+    """Solvers return -1e-13 for 0; CBC rejects such a start."""
+    return {name: value for name, value in values.items() if value > 1e-9}
 
 
 def _run_mode(built: BuiltModel, deadline: float, values: dict[str, float] | None) -> RunOutcome:
@@ -422,10 +534,9 @@ def transfer_values(src: BuiltModel, dst: BuiltModel) -> dict[str, float]:
     for table in ("x", "y", "d", "e", "u", "z"):
         target = getattr(dst, table)
         for key, var in getattr(src, table).items():
-            value = var.value() or 0.0
-            if key in target and value > 1e-9:  # solvers return -1e-13 for 0; CBC rejects it
-                values[target[key].name] = float(value)
-    return values
+            if key in target:
+                values[target[key].name] = float(var.value() or 0.0)
+    return _nonzero(values)
 
 
 def _gap(objective: float | None, bound: float | None) -> float | None:

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from planning.domain import Phase
+from planning.domain import Phase, Pricing
 from planning.placement import aggregate as aggregate_module
 from planning.placement import solve as solve_module
 from planning.placement.aggregate import aggregate, location_groups
@@ -54,7 +54,7 @@ def test_location_groups_merge_only_identical_price_lists() -> None:
     assert {(o.region, o.available_count) for o in merged.offers} == {("r1", 12), ("r3", 3)}
 
 
-def test_demand_beyond_one_region_splits_with_pd_together() -> None:
+def test_demand_beyond_one_region_splits_with_pd_together(monkeypatch: pytest.MonkeyPatch) -> None:
     # 3 P + 3 D one-GPU instances are needed; each region has 4 one-GPU machines. The merged
     # problem rents 6; the split must put each request's P and D in one region.
     templates = (
@@ -68,10 +68,88 @@ def test_demand_beyond_one_region_splits_with_pd_together() -> None:
         headroom=0.0,
         mip_gap=0.0,
     )
+    placements = _spy_placements(monkeypatch)
     plan = solve(problem)
+    # P and D whole (6 machines) fit in no region; placed one instance at a time, each region
+    # gets as many P as D instances (here 1 req/s each), so each serves its own requests
+    (placed,) = placements
+    assert placed is not None
+    per_region = defaultdict(lambda: defaultdict(int))
+    for (tid, loc, _c), n in placed.items():
+        per_region[loc][tid] += n
+    assert {loc[1]: (c["p"], c["d"]) for loc, c in per_region.items()} in (
+        {"r1": (1, 1), "r2": (2, 2)},
+        {"r1": (2, 2), "r2": (1, 1)},
+    )
     assert plan.status == PlanStatus.OPTIMAL
     assert plan.cost_usd_per_hr == pytest.approx(6.0)
     assert {r.region for r in plan.rentals} == {"r1", "r2"}
+    _assert_feasible(problem, plan)
+
+
+def _spy_placements(monkeypatch: pytest.MonkeyPatch) -> list[dict | None]:
+    """Record what `solve._place` returns."""
+    seen: list[dict | None] = []
+    real = solve_module._place
+
+    def spy(*args: object) -> dict | None:
+        seen.append(real(*args))  # type: ignore[arg-type]
+        return seen[-1]
+
+    monkeypatch.setattr(solve_module, "_place", spy)
+    return seen
+
+
+def test_pieces_keep_prefill_and_decode_together_and_colocated_instances_apart() -> None:
+    templates = {
+        t.template_id: t
+        for t in (
+            template("p", "m", P, (("A", 1),), 1_000),
+            template("d", "m", D, (("A", 2),), 500),
+            template("c", "m", C, (("A", 1),), 1.0),
+        )
+    }
+    rep, od = ("aws", "r1"), Pricing.ON_DEMAND
+    counts = {("p", rep, od): 2, ("d", rep, od): 1, ("c", rep, od): 3}
+    pieces = aggregate_module._pieces(counts, templates)
+    assert sorted(len(items) for _rep, items in pieces) == [1, 1, 1, 2]
+    together = next(items for _rep, items in pieces if len(items) == 2)
+    assert sorted(together) == [(("d", rep, od), 1), (("p", rep, od), 2)]
+    assert [items for _rep, items in pieces if len(items) == 1] == [[(("c", rep, od), 1)]] * 3
+
+
+@pytest.mark.parametrize(("available", "places"), [((2, 2, 2), [1, 2, 3]), ((2, 3, 2), [3, 3, 3])])
+def test_piece_model_breaks_symmetry_only_between_identical_locations(
+    available: tuple[int, ...], places: list[int]
+) -> None:
+    # piece i may only use the first i + 1 of identical locations (any plan can be relabelled so)
+    base = PlacementProblem(
+        (template("c", "m", C, (("A", 1),), 1.0),), (offer("A", 1, 1.0, 1),), (demand("m", 3.0),)
+    )
+    problem = _twin_regions(base, available)
+    groups = location_groups(problem.offers)
+    counts = {("c", ("aws", "r1"), Pricing.ON_DEMAND): 3}
+    model = aggregate_module.piece_model(problem, groups, counts, {}, whole_pd=True)
+    assert [sum(1 for (i, _loc) in model.at if i == piece) for piece in range(3)] == places
+
+
+def test_split_places_pieces_whole_where_machines_are_cheapest(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # 4 one-GPU replicas; each region has one 4-GPU machine ($3) and one 1-GPU machine ($1).
+    # Merged, one 4-GPU machine holds all ($3); split 2 + 2 over the regions would cost $6 or
+    # $4 (two 1-GPU machines each side); the pieces must all go to one region.
+    templates = (template("c", "m", C, (("A", 1),), 1.0),)
+    offers = (offer("A", 4, 3.0, 1, "r1"), offer("A", 1, 1.0, 1, "r1"))
+    base = PlacementProblem(templates, offers, (demand("m", 4.0),), headroom=0.0, mip_gap=0.0)
+    problem = _twin_regions(base, (1, 1))
+    placements = _spy_placements(monkeypatch)
+    plan = solve(problem)
+    assert len(placements) == 1 and placements[0] is not None
+    assert {(loc, n) for (_t, loc, _c), n in placements[0].items()} == {(("aws", "r1"), 4)}
+    assert plan.status == PlanStatus.OPTIMAL
+    assert plan.cost_usd_per_hr == pytest.approx(3.0)
+    assert {(a.region, a.count) for a in plan.assignments} == {("r1", 4)}
     _assert_feasible(problem, plan)
 
 
