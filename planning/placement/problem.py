@@ -81,7 +81,7 @@ class PlacementProblem:
     solver: SolverName = SolverName.CBC
     time_limit_s: float = 30.0
     mip_gap: float = 0.005
-    start_candidates: int | None = 2
+    start_candidates: int | None = 3
     name: str = field(default="", compare=False)
 
     def __post_init__(self) -> None:

@@ -453,7 +453,7 @@ def _split(
         fitted = run(split, problem.solver, max(_left(deadline), PIECES_MIN_S))
         aggregate.drop_fixed(split)
         if fitted.status is not PlanStatus.INFEASIBLE:
-            return split, fitted
+            return split, _improve(split, fitted, deadline)
     limit = max(_left(deadline), SPLIT_MIN_S)
     outcome = run(split, problem.solver, limit)
     if outcome.status is PlanStatus.INFEASIBLE:
@@ -478,12 +478,26 @@ def _place(
         if not whole_pd and deadline - time.perf_counter() < INSTANCES_MIN_S:
             break
         model = aggregate.piece_model(problem, groups, counts, served, whole_pd=whole_pd)
-        limit = max(_left(deadline), PIECES_MIN_S) if whole_pd else _left(deadline - FIX_S)
+        limit = max(_left(deadline), PIECES_MIN_S) if whole_pd else _left(deadline - FIX_S) / 2
         gap = aggregate.SPLIT_MIP_GAP if whole_pd else problem.mip_gap
         model.lp.solve(solver_command(problem.solver, limit, gap))
         if model.lp.sol_status in (pulp.LpSolutionOptimal, pulp.LpSolutionIntegerFeasible):
             found.append((pulp.value(model.lp.objective), aggregate.placed_counts(model)))
     return min(found, key=lambda f: f[0])[1] if found else None
+
+
+def _improve(built: BuiltModel, solved: RunOutcome, deadline: float) -> RunOutcome:
+    """Re-solve `built` from its current solution for the time left (if `INSTANCES_MIN_S` or
+    more); if that ends no better, the current solution is put back."""
+    if deadline - time.perf_counter() < INSTANCES_MIN_S:
+        return solved
+    values = {v.name: v.value() or 0.0 for v in built.lp.variables()}
+    better = run(built, built.problem.solver, _left(deadline), _nonzero(values))
+    if _better(better, solved, Mode.COST):
+        return better
+    for var in built.lp.variables():
+        var.varValue = values[var.name]
+    return solved
 
 
 def _nonzero(values: dict[str, float]) -> dict[str, float]:
