@@ -24,7 +24,7 @@ from catalog_db.scenarios import load_scenario, scenario_names, to_problem
 from catalog_db.setup import init_catalog
 from planning.domain import ModelDemand, Template, WorkloadClass
 from planning.perf_table import build_tables
-from planning.placement.baselines import solve_baseline
+from planning.placement.baselines import best_start, solve_baseline
 from planning.placement.plan import Plan, PlanKind
 from planning.placement.problem import PlacementProblem, SolverName
 from planning.placement.solve import solve
@@ -102,17 +102,9 @@ def _pct(value: float | None) -> str:
     return "n/a" if value is None else f"{value:.1%}"
 
 
-def _best_baseline(problem: PlacementProblem, plans: list[Plan]) -> Plan | None:
-    """The warm start for Coral: most served req/s, then cheapest, among feasible baselines."""
-    feasible = [p for p in plans if p.feasible]
-    if not feasible:
-        return None
-    return min(feasible, key=lambda p: (-round(p.served_req_per_s, 6), p.cost_usd_per_hr or 0))
-
-
 def _scenario_rows(problem: PlacementProblem) -> tuple[list[str], Plan]:
     others = {kind: solve_baseline(kind, problem) for kind in BASELINES}
-    coral = solve(problem, start=_best_baseline(problem, list(others.values())))
+    coral = solve(problem, start=best_start(list(others.values())))
     cells = [_fmt(coral)]
     for plan in others.values():
         ratio = ""

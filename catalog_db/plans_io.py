@@ -322,13 +322,14 @@ def plan_and_store(
     snapshot_age_s: float | None = None,
     stale: bool = False,
 ) -> tuple[tuple[str, Plan], ...]:
-    """Solve Coral's plan and each baseline (no catalog lock held while solving), then store
-    each; returns (plan_id, plan) pairs, Coral's first. The replan flow's one call."""
-    from planning.placement.baselines import solve_baseline
+    """Solve each baseline, then Coral's plan warm-started from the best of them (so it is never
+    worse than any), with no catalog lock held while solving; then store each. Returns
+    (plan_id, plan) pairs, Coral's first. The replan flow's one call."""
+    from planning.placement.baselines import best_start, solve_baseline
     from planning.placement.solve import solve
 
-    coral = solve(problem)
     others = [solve_baseline(kind, problem) for kind in baselines]
+    coral = solve(problem, start=best_start(others))
     info = {**(params or {}), "scenario": problem.name, "headroom": problem.headroom}
     store = partial(
         store_plan, db_path, demands=problem.demands, snapshot_id=snapshot_id,

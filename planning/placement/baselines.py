@@ -29,6 +29,15 @@ def solve_baseline(kind: PlanKind, problem: PlacementProblem) -> Plan:
     return solve(restrict(kind, problem), kind=kind)
 
 
+def best_start(plans: list[Plan]) -> Plan | None:
+    """The warm start for Coral among baseline plans: most served req/s, then cheapest, among
+    the feasible ones (None if none is). Coral started from it is never worse than any."""
+    feasible = [p for p in plans if p.feasible]
+    if not feasible:
+        return None
+    return min(feasible, key=lambda p: (-round(p.served_req_per_s, 6), p.cost_usd_per_hr or 0))
+
+
 def restrict(kind: PlanKind, problem: PlacementProblem) -> PlacementProblem:
     """The same problem with the template set cut down to what baseline `kind` allows."""
     if kind == PlanKind.CORAL:

@@ -179,3 +179,25 @@ def test_cli_bad_workload_file_names_line_and_field(catalog_path: Path, tmp_path
     assert result.exit_code == 2
     assert "w.csv:2: field rate_req_per_s" in result.output.replace("\n", "")
     assert _count(catalog_path, "plans") == 0
+
+
+def test_plan_and_store_starts_coral_from_the_best_baseline(
+    catalog_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import planning.placement.solve as solve_module
+
+    starts: list[object] = []
+    real = solve_module.solve
+
+    def spy(problem: PlacementProblem, kind: PlanKind = PlanKind.CORAL, **kwargs: object):
+        if kind is PlanKind.CORAL:
+            starts.append(kwargs.get("start"))
+        return real(problem, kind, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(solve_module, "solve", spy)
+    stored = plan_and_store(catalog_path, _problem())
+    coral, baselines = stored[0][1], [p for _, p in stored[1:]]
+    (start,) = starts
+    assert start is not None and start in baselines  # the cheapest feasible baseline
+    assert start.cost_usd_per_hr == min(p.cost_usd_per_hr for p in baselines if p.feasible)
+    assert coral.cost_usd_per_hr <= start.cost_usd_per_hr + 1e-6

@@ -8,7 +8,7 @@ from dataclasses import replace
 import pytest
 
 from planning.domain import Phase
-from planning.placement.baselines import solve_baseline
+from planning.placement.baselines import best_start, solve_baseline
 from planning.placement.plan import PlanKind, PlanStatus
 from planning.placement.problem import PlacementProblem, SolverName
 from planning.placement.solve import solve
@@ -53,3 +53,14 @@ def test_warm_start_from_baseline_is_never_worse(solver: SolverName) -> None:
     assert (plan.cost_usd_per_hr or 0) <= (base.cost_usd_per_hr or 0) + 1e-6
     full = solve(problem, start=base)
     assert full.cost_usd_per_hr == pytest.approx(solve(problem).cost_usd_per_hr)
+
+
+def test_best_start_prefers_most_served_then_cheapest() -> None:
+    problem = _problem(SolverName.HIGHS)
+    base = solve_baseline(PlanKind.MELANGE, problem)
+    cheaper = replace(base, kind=PlanKind.HOMOGENEOUS, cost_usd_per_hr=base.cost_usd_per_hr - 1)
+    serves_less = replace(cheaper, kind=PlanKind.HOMOGENEOUS_PD, services=())
+    infeasible = replace(cheaper, status=PlanStatus.INFEASIBLE, cost_usd_per_hr=0.0)
+    assert best_start([base, serves_less, infeasible, cheaper]) is cheaper
+    assert best_start([base, serves_less]) is base
+    assert best_start([infeasible]) is None
