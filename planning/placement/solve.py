@@ -453,7 +453,7 @@ def _split(
         fitted = run(split, problem.solver, max(_left(deadline), PIECES_MIN_S))
         aggregate.drop_fixed(split)
         if fitted.status is not PlanStatus.INFEASIBLE:
-            return split, _improve(split, fitted, deadline)
+            return split, _improve(split, fitted, deadline, problem.mip_gap)
     limit = max(_left(deadline), SPLIT_MIN_S)
     outcome = run(split, problem.solver, limit)
     if outcome.status is PlanStatus.INFEASIBLE:
@@ -486,11 +486,16 @@ def _place(
     return min(found, key=lambda f: f[0])[1] if found else None
 
 
-def _improve(built: BuiltModel, solved: RunOutcome, deadline: float) -> RunOutcome:
-    """Re-solve `built` from its current solution for the time left (if `INSTANCES_MIN_S` or
-    more); if that ends no better, the current solution is put back."""
+def _improve(built: BuiltModel, solved: RunOutcome, deadline: float, mip_gap: float) -> RunOutcome:
+    """Re-solve the split `built` from its current solution for the time left (if
+    `INSTANCES_MIN_S` or more) without the merged totals: the merged plan's templates stay,
+    their counts may change (a plan that is cheapest merged may leave machines half used once
+    split), stopping within `mip_gap` (the caller's, not `SPLIT_MIP_GAP`); if that ends no
+    better, the current solution is put back."""
     if deadline - time.perf_counter() < INSTANCES_MIN_S:
         return solved
+    aggregate.drop_totals(built)
+    built.problem = replace(built.problem, mip_gap=mip_gap)
     values = {v.name: v.value() or 0.0 for v in built.lp.variables()}
     better = run(built, built.problem.solver, _left(deadline), _nonzero(values))
     if _better(better, solved, Mode.COST):
