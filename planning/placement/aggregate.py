@@ -37,6 +37,7 @@ from planning.placement.milp import (
     XKey,
     build,
     capacity,
+    capacity_rows,
     linear,
     max_need,
 )
@@ -178,34 +179,27 @@ def _add_routing(
     templates: dict[str, Template],
     served: dict[str, float],
 ) -> None:
-    """C1-C3c over the pieces: per model and location, P/D-disaggregated and colocated req/s
-    within the capacity of the pieces placed there; each model's served req/s all routed."""
-    grow = 1.0 + problem.headroom
+    """C1-C3c over the pieces (`milp.capacity_rows`, capacities clipped as there): per model and
+    location, the req/s its pieces there can serve; each model's served req/s all routed."""
     caps: dict[tuple[str, Location], dict[Phase, list]] = defaultdict(lambda: defaultdict(list))
     for (i, loc), var in model.at.items():
         ((tid, _rep, _c), _n) = model.pieces[i][1][0]
         t = templates[tid]
         caps[(t.model, loc)][t.phase].append((var, capacity(t)))
+    demands = {
+        d.model: replace(d, rate_req_per_s=d.rate_req_per_s * served.get(d.model, 1.0))
+        for d in problem.demands
+    }
     routed: dict[str, list[pulp.LpVariable]] = defaultdict(list)
-    demands = {d.model: d for d in problem.demands}
-    for (name, _loc), by_phase in caps.items():
+    for n, ((name, _loc), by_phase) in enumerate(caps.items()):
         m = demands[name]
-        rate = m.rate_req_per_s * served.get(name, 1.0)
-        clip = {ph: max_need(replace(m, rate_req_per_s=rate), ph, problem.headroom) for ph in Phase}
+        clip = {ph: max_need(m, ph, problem.headroom) for ph in Phase}
         cap = {ph: [(v, min(c, clip[ph])) for v, c in terms] for ph, terms in by_phase.items()}
-        tag = f"{len(routed)}_{len(model.lp.constraints)}"
-        if cap.get(Phase.PREFILL) and cap.get(Phase.DECODE):
-            d = pulp.LpVariable(f"d_{tag}", lowBound=0)
-            model.lp += linear(cap[Phase.PREFILL]) >= grow * m.mean_input_tokens * d, f"C2_{tag}"
-            model.lp += linear(cap[Phase.DECODE]) >= grow * m.mean_output_tokens * d, f"C3_{tag}"
-            routed[name].append(d)
-        if cap.get(Phase.COLOCATED):
-            e = pulp.LpVariable(f"e_{tag}", lowBound=0)
-            model.lp += linear(cap[Phase.COLOCATED]) >= grow * e, f"C3c_{tag}"
-            routed[name].append(e)
-    for name, parts in routed.items():
-        rate = demands[name].rate_req_per_s * served.get(name, 1.0)
-        model.lp += pulp.lpSum(parts) == rate, f"C1_{len(model.lp.constraints)}"
+        tag = f"piece{n}"
+        rows = capacity_rows(model.lp, m, cap, problem.headroom, tag, (f"d_{tag}", f"e_{tag}"))
+        routed[name] += [v for v in rows if v is not None]
+    for n, (name, parts) in enumerate(routed.items()):
+        model.lp += pulp.lpSum(parts) == demands[name].rate_req_per_s, f"C1_{n}"
 
 
 def placed_counts(model: PieceModel) -> dict[XKey, int]:
