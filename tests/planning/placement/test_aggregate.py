@@ -287,3 +287,26 @@ def test_solve_starts_from_the_candidates_only_when_asked(monkeypatch: pytest.Mo
     assert seen == [problem.start_candidates]
     solve(replace(problem, start_candidates=None))
     assert seen == [problem.start_candidates]
+
+
+def test_cost_mode_splits_the_runner_up_too_and_keeps_the_cheaper(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # 3 req/s on 2-req/s replicas: the LP rents 1.5 machines, so the restricted MILP's plan is
+    # not proven by the LP bound and the full MILP runs; both merged plans get split.
+    calls: list[tuple[bool, float | None]] = []
+    real = solve_module._split
+
+    def spy(*args: object, **kwargs: object) -> tuple:
+        built, outcome = real(*args, **kwargs)  # type: ignore[arg-type]
+        calls.append((bool(kwargs.get("fallback", True)), outcome.objective))
+        return built, outcome
+
+    monkeypatch.setattr(solve_module, "_split", spy)
+    templates = (template("c", "m", C, (("A", 1),), 2.0),)
+    base = PlacementProblem(templates, (offer("A", 1, 1.0, 2),), (demand("m", 3.0),), headroom=0.0)
+    problem = _twin_regions(base, (2, 2))
+    plan = solve(problem)
+    assert [fallback for fallback, _ in calls] == [True, False]
+    assert plan.cost_usd_per_hr == pytest.approx(min(cost for _, cost in calls if cost))
+    _assert_feasible(problem, plan)
