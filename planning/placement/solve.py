@@ -411,10 +411,9 @@ def _solve_merged(
 ) -> Solved:
     """Solve with interchangeable locations merged, leaving `SPLIT_TIME_SHARE` of the limit to
     split the plan back over them (`_split`). Cost mode with a runner-up merged plan: each gets
-    half of that time and the cheaper split is kept (which merged plan splits best varies: on
-    scenario (d) the merged optimum $144.37/h split to $163.99/h, the runner-up $144.87/h to
-    $148.89/h). If no split is found, the problem is solved with locations apart, with a fresh
-    time limit."""
+    half of that time and the cheaper split is kept (the cheapest merged plan need not split
+    best: it may pack machines that, split, are half used; seen on scenario (d)). If no split is
+    found, the problem is solved with locations apart, with a fresh time limit."""
     merged = _solve_full(
         aggregate.aggregate(problem, groups),
         aggregate.merge_plan(start, groups),
