@@ -3,6 +3,7 @@ candidate-template start, and the capacity clipping that tightens the LP bound."
 
 from __future__ import annotations
 
+import time
 from collections import defaultdict
 from dataclasses import replace
 
@@ -310,3 +311,24 @@ def test_cost_mode_splits_the_runner_up_too_and_keeps_the_cheaper(
     assert [fallback for fallback, _ in calls] == [True, False]
     assert plan.cost_usd_per_hr == pytest.approx(min(cost for _, cost in calls if cost))
     _assert_feasible(problem, plan)
+
+
+def test_split_polish_improves_on_a_bad_placement() -> None:
+    # Placed 2 + 2 over the regions, 4 one-GPU replicas need four $1 machines ($4); the polish
+    # (from that placement, for the time left) moves all 4 onto one region's 4-GPU box ($3).
+    templates = (template("c", "m", C, (("A", 1),), 1.0),)
+    offers = tuple(
+        offer("A", gpus, price, n, region)
+        for region in ("r1", "r2")
+        for gpus, price, n in ((4, 3.0, 1), (1, 1.0, 2))
+    )
+    problem = PlacementProblem(templates, offers, (demand("m", 4.0),), headroom=0.0, mip_gap=0.0)
+    groups = location_groups(problem.offers)
+    rep, od = ("aws", "r1"), Pricing.ON_DEMAND
+    split = aggregate_module.disaggregation(problem, groups, {("c", rep, od): 4}, {})
+    aggregate_module.fix_instances(split, {("c", rep, od): 2, ("c", ("aws", "r2"), od): 2})
+    fixed = run(split, problem.solver, 10)
+    aggregate_module.drop_fixed(split)
+    assert fixed.objective == pytest.approx(4.0)
+    polished = solve_module._improve(split, fixed, time.perf_counter() + 10, 0.0)
+    assert polished.objective == pytest.approx(3.0)
