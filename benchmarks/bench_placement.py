@@ -293,7 +293,7 @@ def run() -> str:
         + ", ".join(f"{r.solve_s:.1f} s ({_fmt(r)}, gap {_pct(r.gap)})" for r in runs)
         + f"; median {statistics.median(times):.1f} s. The gap at {D_SHORT_LIMIT_S:.0f} s is "
         "to the LP bound only (no time for the MIP's own bound). The limit holds except where "
-        "a merged plan must be split from scratch (`SPLIT_MIN_S`, not seen here).",
+        "a merged plan must be split from scratch (`SPLIT_MIN_S`).",
         "",
         *_b_note(plans[next(n for n in plans if n.startswith("b"))]),
         "",

@@ -30,16 +30,15 @@ from dataclasses import dataclass, replace
 
 import pulp
 
-from planning.domain import Offer, Phase, Pricing, Template
+from planning.domain import ModelDemand, Offer, Phase, Pricing, Template
 from planning.placement.milp import (
     BuiltModel,
     Location,
     XKey,
     build,
-    capacity,
     capacity_rows,
+    clipped_capacity,
     linear,
-    max_need,
 )
 from planning.placement.plan import DemandSplit, Plan, Rental
 from planning.placement.problem import Mode, PlacementProblem
@@ -181,22 +180,18 @@ def _add_routing(
 ) -> None:
     """C1-C3c over the pieces (`milp.capacity_rows`, capacities clipped as there): per model and
     location, the req/s its pieces there can serve; each model's served req/s all routed."""
+    demands = {d.model: d for d in _served_demands(problem, served)}
     caps: dict[tuple[str, Location], dict[Phase, list]] = defaultdict(lambda: defaultdict(list))
     for (i, loc), var in model.at.items():
         ((tid, _rep, _c), _n) = model.pieces[i][1][0]
         t = templates[tid]
-        caps[(t.model, loc)][t.phase].append((var, capacity(t)))
-    demands = {
-        d.model: replace(d, rate_req_per_s=d.rate_req_per_s * served.get(d.model, 1.0))
-        for d in problem.demands
-    }
+        cap = clipped_capacity(t, demands[t.model], problem.headroom)
+        caps[(t.model, loc)][t.phase].append((var, cap))
     routed: dict[str, list[pulp.LpVariable]] = defaultdict(list)
     for n, ((name, _loc), by_phase) in enumerate(caps.items()):
-        m = demands[name]
-        clip = {ph: max_need(m, ph, problem.headroom) for ph in Phase}
-        cap = {ph: [(v, min(c, clip[ph])) for v, c in terms] for ph, terms in by_phase.items()}
         tag = f"piece{n}"
-        rows = capacity_rows(model.lp, m, cap, problem.headroom, tag, (f"d_{tag}", f"e_{tag}"))
+        names = (f"d_{tag}", f"e_{tag}")
+        rows = capacity_rows(model.lp, demands[name], by_phase, problem.headroom, tag, names)
         routed[name] += [v for v in rows if v is not None]
     for n, (name, parts) in enumerate(routed.items()):
         model.lp += pulp.lpSum(parts) == demands[name].rate_req_per_s, f"C1_{n}"
@@ -295,10 +290,7 @@ def disaggregation(
     """The original problem over the merged plan's templates, each model's demand scaled to the
     fraction the merged plan serves, cost mode, with the merged counts as per-group totals."""
     used = {tid for tid, _loc, _c in counts}
-    demands = tuple(
-        replace(d, rate_req_per_s=d.rate_req_per_s * served.get(d.model, 1.0))
-        for d in problem.demands
-    )
+    demands = _served_demands(problem, served)
     restricted = replace(
         problem,
         templates=tuple(t for t in problem.templates if t.template_id in used),
@@ -316,8 +308,16 @@ def disaggregation(
     return built
 
 
+def _served_demands(problem: PlacementProblem, served: dict[str, float]) -> tuple[ModelDemand, ...]:
+    """Each model's demand scaled to the fraction the merged plan serves."""
+    return tuple(
+        replace(d, rate_req_per_s=d.rate_req_per_s * served.get(d.model, 1.0))
+        for d in problem.demands
+    )
+
+
 def fix_instances(built: BuiltModel, placed: dict[XKey, int]) -> None:
-    """Fix every instance count to `placed` (0 where absent; see `first_fit`): what is left to
+    """Fix every instance count to `placed` (0 where absent; see `piece_model`): what is left to
     solve is which machines to rent and where demand goes, an easy problem."""
     for i, (key, var) in enumerate(built.x.items()):
         built.lp += var == placed.get(key, 0), f"{FIXED_PREFIX}{i}"

@@ -71,7 +71,8 @@ Term = tuple[pulp.LpVariable, float]  # (variable, coefficient)
 
 def linear(terms: Iterable[Term]) -> pulp.LpAffineExpression:
     """Σ coefficient·variable, built as one dict (repeated variables add up). `pulp.lpSum` of
-    `coefficient * variable` makes an expression per term: 3x slower on scenario (d)'s models."""
+    `coefficient * variable` makes (and copies) an expression per term, which dominated the
+    time to build scenario (d)'s model."""
     coefficients: dict[pulp.LpVariable, float] = defaultdict(float)
     for var, coefficient in terms:
         coefficients[var] += coefficient
@@ -198,7 +199,7 @@ def _add_demand(b: BuiltModel) -> None:
     demands = {m.model: m for m in p.demands}
     for (tid, loc, _c), var in b.x.items():
         t = b.templates[tid]
-        cap = min(capacity(t), max_need(demands[t.model], t.phase, p.headroom))
+        cap = clipped_capacity(t, demands[t.model], p.headroom)
         by_model_loc[(t.model, loc)][t.phase].append((var, cap))
     served_terms = []
     for m in (dem for dem in p.demands if dem.rate_req_per_s > 0):
@@ -211,6 +212,11 @@ def _add_demand(b: BuiltModel) -> None:
         b.lp += pulp.lpSum(routed) == target, f"C1_{_safe(m.model)}"
         served_terms.append(m.priority * target)
     b.served = pulp.lpSum(served_terms)
+
+
+def clipped_capacity(t: Template, m: ModelDemand, headroom: float) -> float:
+    """The template's capacity as C2/C3/C3c count it: clipped to `max_need` of its model."""
+    return min(capacity(t), max_need(m, t.phase, headroom))
 
 
 def max_need(m: ModelDemand, phase: Phase, headroom: float) -> float:
