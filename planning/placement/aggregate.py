@@ -15,9 +15,11 @@ bound the original from below (cost) or above (served demand), and the LP relaxa
 Splitting back (`solve._split`): the merged plan's instances are cut into pieces (a model's
 P and D instances together, each colocated instance alone) and `piece_model`, a small MILP,
 puts each piece whole in one location of its group, renting the cheapest machines that hold
-them. `disaggregation(problem, groups, counts, served)`, the original problem restricted to the
-merged plan's templates with its counts as per-group totals, is then solved with the instances
-fixed where the pieces went (`fix_instances`: only machines and routing are left), and improved
+them; then, with time left, every instance is a piece (routing each model's demand over its
+pieces), started from the first placement (`instance_start`, completed with `fix_pieces`), so
+it ends no worse. `disaggregation(problem, groups, counts, served)`, the original problem
+restricted to the merged plan's templates with its counts as per-group totals, is then solved
+with the instances fixed where the pieces went (`fix_instances`: only machines and routing are left), and improved
 from there with the time left. Where no placement of whole pieces exists (a P/D piece bigger
 than any one location), the disaggregation is searched from scratch, and without the totals
 (`drop_totals`) if those cannot be met. A split that reaches the merged cost is optimal.
@@ -104,6 +106,8 @@ class PieceModel:
     lp: pulp.LpProblem
     pieces: list[tuple[Location, list[tuple[XKey, int]]]]
     at: dict[tuple[int, Location], pulp.LpVariable]  # piece i at location: binary
+    members: dict[Location, list[Location]]  # the locations of each group, by representative
+    ordered: frozenset[Location]  # groups (representatives) under symmetry breaking
 
 
 def piece_model(
@@ -129,12 +133,13 @@ def piece_model(
     members = _members(groups)
     lp = pulp.LpProblem("coral_split", pulp.LpMinimize)
     at: dict[tuple[int, Location], pulp.LpVariable] = {}
+    ordered = frozenset(rep for rep in members if _identical(problem.offers, members[rep]))
     for i, (rep, _items) in enumerate(pieces):
-        where = members[rep][: i + 1] if _identical(problem.offers, members[rep]) else members[rep]
+        where = members[rep][: i + 1] if rep in ordered else members[rep]
         for loc in where:
             at[(i, loc)] = pulp.LpVariable(f"a{i}_{len(at)}", cat=pulp.LpBinary)
         lp += pulp.lpSum(at[(i, loc)] for loc in where) == 1, f"piece_{i}"
-    model = PieceModel(lp, pieces, at)
+    model = PieceModel(lp, pieces, at, members, ordered)
     _add_machines(model, problem, templates)
     if not whole_pd:
         _add_routing(model, problem, templates, served)
@@ -205,6 +210,39 @@ def placed_counts(model: PieceModel) -> dict[XKey, int]:
             for (tid, _rep, c), n in model.pieces[i][1]:
                 placed[(tid, loc, c)] += n
     return dict(placed)
+
+
+def instance_start(model: PieceModel, placed: dict[XKey, int]) -> dict[int, Location]:
+    """A location for each piece of an every-instance `model` that puts the instances where
+    `placed` (another placement of the same counts) has them. In a symmetry-broken group the
+    locations are relabelled in order of first use, so piece i gets one of the group's first
+    i + 1 locations (at most i were used before it), as `piece_model` requires; such a group's
+    locations are identical, so relabelling changes no cost."""
+    left = dict(placed)
+    label: dict[Location, Location] = {}
+    used: dict[Location, int] = defaultdict(int)  # labels handed out, per representative
+    start: dict[int, Location] = {}
+    for i, (rep, items) in enumerate(model.pieces):
+        ((tid, _rep, c), _n) = items[0]
+        loc = next(loc for loc in model.members[rep] if left.get((tid, loc, c), 0) > 0)
+        left[(tid, loc, c)] -= 1
+        if rep in model.ordered and loc not in label:
+            label[loc] = model.members[rep][used[rep]]
+            used[rep] += 1
+        start[i] = label.get(loc, loc)
+    return start
+
+
+def fix_pieces(model: PieceModel, start: dict[int, Location]) -> None:
+    """Fix each piece to its location in `start` (to complete a start: machines and routing)."""
+    for (i, loc), var in model.at.items():
+        var.lowBound = var.upBound = 1 if start.get(i) == loc else 0
+
+
+def free_pieces(model: PieceModel) -> None:
+    """Undo `fix_pieces`."""
+    for var in model.at.values():
+        var.lowBound, var.upBound = 0, 1
 
 
 def _pieces(

@@ -26,18 +26,22 @@ def precheck(problem: PlacementProblem) -> str | None:
     own: dict[str, list] = {}
     for t in problem.templates:
         own.setdefault(t.model, []).append(t)
+    every = [t for ts in eligible.values() for t in ts]
+    placed = {tid for tid, _loc, _c in slots(problem, every)}  # once: it scans every offer
     reasons = [
         r
         for d in problem.demands
         if d.rate_req_per_s > 0
-        and (r := _model_reason(problem, d, own.get(d.model, []), eligible.get(d.model, ())))
+        and (r := _model_reason(d, own.get(d.model, []), eligible.get(d.model, ()), placed))
     ]
     return "; ".join(reasons) or None
 
 
 def _model_reason(
-    problem: PlacementProblem, demand: ModelDemand, own: list[Template], eligible: tuple
+    demand: ModelDemand, own: list[Template], eligible: tuple, placed: set[str]
 ) -> str | None:
+    """Why `demand` cannot be served at all (None: it may be); `placed`: the ids of templates
+    with a slot (`slots`)."""
     model = demand.model
     if not own:
         return f"model {model}: no templates (unknown model, or templates not built for it)"
@@ -54,7 +58,6 @@ def _model_reason(
     if not eligible:
         needed = sorted({g for t in within for g in t.gpu_vector})
         return f"model {model}: its templates need GPU types {needed}, none of which is offered"
-    placed = {tid for tid, _loc, _c in slots(problem, eligible)}
     phases = {t.phase for t in eligible if t.template_id in placed}
     if Phase.COLOCATED not in phases and not {Phase.PREFILL, Phase.DECODE} <= phases:
         return (

@@ -6,9 +6,11 @@ with status INFEASIBLE and an explanation naming what binds.
 Pipeline (`solve_core`): interchangeable locations are merged (`aggregate`: an exact relaxation
 that removes the MILP's symmetry between identical regions); a restricted MILP over candidate
 templates gives a first plan (`candidates`); the full MILP starts from it for the time left
-less `SPLIT_TIME_SHARE`; the merged plan is split back over the real locations in that share
-(`_split`: its pieces placed whole by a small MILP, then polished). The whole pipeline keeps to
-`time_limit_s` except where a split must be searched from scratch (`SPLIT_MIN_S`).
+less `SPLIT_TIME_SHARE` (at least `SPLIT_S`); the merged plan is split back over the real
+locations in that share (`_split`: its pieces placed by small MILPs, P/D pieces whole first,
+then every instance from there, then polished). In cost mode the restricted plan is split too,
+before the full MILP runs, and the cheaper split kept (`_solve_merged`). The whole pipeline
+keeps to `time_limit_s` except where a split must be searched from scratch (`SPLIT_MIN_S`).
 
 Bounds: `Plan.lp_bound` is the root LP relaxation; `Plan.best_bound` is the best proven bound
 (the LP relaxation or the MIP solver's dual bound, whichever is tighter) and `Plan.gap` is the
@@ -20,6 +22,7 @@ the start it was given.
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass, replace
 
@@ -45,7 +48,10 @@ from planning.placement.problem import Mode, PlacementProblem, SolverName
 RESTRICTED_TIME_SHARE = 0.5  # of the time left, at most, for the restricted (candidates) MILP
 START_MIP_GAP = 0.02  # the restricted MILP is only a start: it stops within this of its bound
 FULL_MIN_S = 1.0  # the full MILP runs after the restricted one only with this much time left
-SPLIT_TIME_SHARE = 0.2  # of the time limit, kept for splitting a merged plan back
+SPLIT_TIME_SHARE = 0.2  # of the time limit, kept for splitting the last merged plan back
+# Time for one split, at least: scenario (d)'s restricted plan split, every instance placed and
+# polished, in ~1.1 s (with ~0.7 s it stayed 2.5 % dearer)
+SPLIT_S = 1.2
 SPLIT_MIN_S = 1.5  # a split searched from scratch gets at least this, even past the limit
 PIECES_MIN_S = 0.5  # placing a merged plan's pieces gets at least this, even past the limit
 INSTANCES_MIN_S = 0.3  # placing every instance apart is tried only with this much time left
@@ -207,14 +213,12 @@ def _dual_bound(built: BuiltModel, name: SolverName) -> float | None:
 class Solved:
     """What `solve_core` hands back: the model the plan is read from, the outcome (its bound is
     valid for the whole problem), the LP relaxation's optimum and, when locations were merged,
-    the served fractions of the merged solve. `runner_up`: cost mode, the restricted MILP's
-    model when the full MILP's plan was kept (a second plan to split; see `_solve_merged`)."""
+    the served fractions of the merged solve."""
 
     built: BuiltModel
     outcome: RunOutcome
     lp_bound: float | None
     services: tuple[ModelService, ...] | None = None
-    runner_up: BuiltModel | None = None
 
 
 def solve(
@@ -343,10 +347,35 @@ def solve_core(problem: PlacementProblem, start: Plan | None = None, merge: bool
     return _solve_full(problem, start, deadline)
 
 
-def _solve_full(problem: PlacementProblem, start: Plan | None, deadline: float) -> Solved:
+def _solve_full(
+    problem: PlacementProblem,
+    start: Plan | None,
+    deadline: float,
+    full_deadline: float | None = None,
+) -> Solved:
     """LP relaxation, then (with `start_candidates`) the restricted MILP, then the full MILP
-    from the best start; returns whichever plan is better, with the full MILP's bound. The
-    full MILP is skipped when the restricted plan is already within `mip_gap` of the LP bound."""
+    from the best start until `full_deadline` (default `deadline`); returns whichever plan is
+    better, with the full MILP's bound. The full MILP is skipped when the restricted plan is
+    already within `mip_gap` of the LP bound, or when it would get less than `FULL_MIN_S`."""
+    full_deadline = deadline if full_deadline is None else min(full_deadline, deadline)
+    first = _first_plan(problem, start, deadline, full_deadline)
+    done = _final_first(problem, first, full_deadline)
+    return done or _full(problem, start, first, full_deadline)
+
+
+@dataclass(frozen=True, slots=True)
+class FirstPlan:
+    """The LP relaxation's optimum (None: not solved) and the restricted MILP's model and
+    outcome (None: no plan or not run)."""
+
+    lp_bound: float | None
+    restricted: tuple[BuiltModel, RunOutcome] | None
+
+
+def _first_plan(
+    problem: PlacementProblem, start: Plan | None, deadline: float, full_deadline: float
+) -> FirstPlan:
+    """The LP relaxation, then (with `start_candidates`) the restricted MILP."""
     relaxed = build(problem, relaxed=True)
     if problem.mode == Mode.GOODPUT:
         set_served_objective(relaxed)
@@ -354,45 +383,65 @@ def _solve_full(problem: PlacementProblem, start: Plan | None, deadline: float) 
     bound = lp.objective if lp.status is PlanStatus.OPTIMAL else None
     restricted = None
     if problem.start_candidates is not None and bound is not None:
-        restricted = _solve_candidates(problem, relaxed, start, deadline)
-    if restricted is not None:
-        small, first = restricted
-        if _proven_by_lp(problem, first.objective, bound):
-            return Solved(small, replace(first, status=PlanStatus.OPTIMAL), bound)
-        if _left(deadline) < FULL_MIN_S:  # no time for the full MILP
-            return Solved(small, replace(first, status=PlanStatus.FEASIBLE), bound)
+        restricted = _solve_candidates(problem, relaxed, start, deadline, full_deadline)
+    return FirstPlan(bound, restricted)
+
+
+def _final_first(
+    problem: PlacementProblem, first: FirstPlan, full_deadline: float
+) -> Solved | None:
+    """The restricted plan as the answer, if the full MILP cannot improve it by more than
+    `mip_gap` (LP bound) or would get less than `FULL_MIN_S` before `full_deadline`; else None."""
+    if first.restricted is None:
+        return None
+    small, outcome = first.restricted
+    if _proven_by_lp(problem, outcome.objective, first.lp_bound):
+        return Solved(small, replace(outcome, status=PlanStatus.OPTIMAL), first.lp_bound)
+    if full_deadline - time.perf_counter() < FULL_MIN_S:
+        return Solved(small, replace(outcome, status=PlanStatus.FEASIBLE), first.lp_bound)
+    return None
+
+
+def _full(
+    problem: PlacementProblem, start: Plan | None, first: FirstPlan, deadline: float
+) -> Solved:
+    """The full MILP until `deadline`, started from the restricted plan (else from `start`);
+    the better of the two, with the full MILP's bound."""
     built = build(problem)
     values = None
-    if restricted is not None:
-        values = transfer_values(restricted[0], built)
+    if first.restricted is not None:
+        values = transfer_values(first.restricted[0], built)
     elif start is not None and start.feasible:
         values = warm_values(built, start)
     outcome = _run_mode(built, deadline, values)
-    if restricted is not None and _better(restricted[1], outcome, problem.mode):
-        small, first = restricted
-        feasible = replace(first, status=PlanStatus.FEASIBLE, dual_bound=outcome.dual_bound)
-        return Solved(small, feasible, bound)
-    second = restricted[0] if restricted is not None and problem.mode == Mode.COST else None
-    return Solved(built, outcome, bound, runner_up=second)
+    if first.restricted is not None and _better(first.restricted[1], outcome, problem.mode):
+        small, restricted = first.restricted
+        feasible = replace(restricted, status=PlanStatus.FEASIBLE, dual_bound=outcome.dual_bound)
+        return Solved(small, feasible, first.lp_bound)
+    return Solved(built, outcome, first.lp_bound)
 
 
 def _solve_candidates(
-    problem: PlacementProblem, relaxed: BuiltModel, start: Plan | None, deadline: float
+    problem: PlacementProblem,
+    relaxed: BuiltModel,
+    start: Plan | None,
+    deadline: float,
+    full_deadline: float,
 ) -> tuple[BuiltModel, RunOutcome] | None:
     """The MILP over candidate templates (see `candidates`) with `RESTRICTED_TIME_SHARE` of the
-    time left: the model it was solved in and its outcome, with no bound (a bound over a subset
-    of templates bounds nothing), or None when it found no plan."""
+    time left to `full_deadline`, or until `deadline` when the full MILP would not get
+    `FULL_MIN_S` after it anyway: the model it was solved in and its outcome, with no bound (a
+    bound over a subset of templates bounds nothing), or None when it found no plan."""
     ids = candidate_ids(problem, relaxed, problem.start_candidates or 0) | _template_ids(start)
     kept = tuple(t for t in problem.templates if t.template_id in ids)
     small = build(replace(problem, templates=kept, mip_gap=max(problem.mip_gap, START_MIP_GAP)))
     values = warm_values(small, start) if start is not None and start.feasible else None
-    left = _left(deadline)
-    # all of the time left when the full MILP would not get FULL_MIN_S after it anyway
-    share = (
-        left if left * (1 - RESTRICTED_TIME_SHARE) < FULL_MIN_S else left * RESTRICTED_TIME_SHARE
-    )
-    share = time.perf_counter() + share
-    outcome = _run_mode(small, share, values)
+    now = time.perf_counter()
+    full_left = full_deadline - now
+    ends = deadline
+    if full_left * (1 - RESTRICTED_TIME_SHARE) >= FULL_MIN_S:
+        ends = now + full_left * RESTRICTED_TIME_SHARE
+    outcome = _run_mode(small, ends, values)
     if outcome.status is PlanStatus.INFEASIBLE:
         return None
     return small, replace(outcome, dual_bound=None)
@@ -409,40 +458,70 @@ def _proven_by_lp(problem: PlacementProblem, objective: float | None, bound: flo
 def _solve_merged(
     problem: PlacementProblem, groups: aggregate.LocationGroups, start: Plan | None, deadline: float
 ) -> Solved:
-    """Solve with interchangeable locations merged, leaving `SPLIT_TIME_SHARE` of the limit to
-    split the plan back over them (`_split`). Cost mode with a runner-up merged plan: each gets
-    half of that time and the cheaper split is kept (the cheapest merged plan need not split
-    best: it may pack machines that, split, are half used; seen on scenario (d)). If no split is
-    found, the problem is solved with locations apart, with a fresh time limit."""
-    merged = _solve_full(
-        aggregate.aggregate(problem, groups),
-        aggregate.merge_plan(start, groups),
-        deadline - problem.time_limit_s * SPLIT_TIME_SHARE,
-    )
+    """Solve with interchangeable locations merged and split the plan back over them (`_split`),
+    leaving `SPLIT_TIME_SHARE` of the limit, and at least `SPLIT_S`, for the last split.
+
+    Cost mode, when the full MILP runs after the restricted one: the restricted MILP's plan is
+    split first (for at most `SPLIT_S`), the full MILP's plan after it only if it is cheaper
+    merged than that split (a split never costs less than its merged plan), and the cheaper
+    split is kept: the cheapest merged plan need not split best (it may pack machines that,
+    split, are half used; seen on scenario (d)), and a split of the restricted plan is at hand
+    however little time the full MILP leaves. If no split is found, the problem is solved with
+    locations apart, with a fresh time limit."""
+    share = problem.time_limit_s * SPLIT_TIME_SHARE
+    full_deadline = deadline - max(share, SPLIT_S)
+    early = problem.mode == Mode.COST  # goodput: plans serve different demand, split the last
+    merged_problem = aggregate.aggregate(problem, groups)
+    merged_start = aggregate.merge_plan(start, groups)
+    gate = full_deadline - SPLIT_S if early else full_deadline
+    first = _first_plan(merged_problem, merged_start, deadline - share, gate)
+    merged = _final_first(merged_problem, first, gate)
+    splits: list[tuple[BuiltModel, RunOutcome]] = []
+    split_from = None
+    if merged is None:
+        if early and first.restricted is not None:
+            split_from = first.restricted[0]
+            ends = min(time.perf_counter() + SPLIT_S, deadline)
+            splits.append(_split_merged(problem, groups, first.restricted[0], ends, False))
+        merged = _full(merged_problem, merged_start, first, full_deadline)
     if merged.outcome.status is PlanStatus.INFEASIBLE:
         return merged
-    services = read_services(merged.built)
-    served = {s.model: s.served_fraction for s in services}
-    halfway = deadline
-    if merged.runner_up is not None:
-        halfway = time.perf_counter() + (deadline - time.perf_counter()) / 2
-    split, outcome = _split(problem, groups, aggregate.merged_counts(merged.built), served, halfway)
-    if merged.runner_up is not None and deadline - time.perf_counter() >= INSTANCES_MIN_S:
-        counts = aggregate.merged_counts(merged.runner_up)
-        other, result = _split(problem, groups, counts, served, deadline, fallback=False)
-        if _better(result, outcome, Mode.COST):
-            split, outcome = other, result
+    if merged.built is not split_from and _worth_splitting(merged.built, splits):
+        found = any(o.objective is not None for _b, o in splits)
+        splits.append(_split_merged(problem, groups, merged.built, deadline, not found))
+    best = min(splits, key=lambda s: s[1].objective if s[1].objective is not None else math.inf)
+    split, outcome = best
     if outcome.status is PlanStatus.INFEASIBLE:
         return _solve_full(problem, start, time.perf_counter() + problem.time_limit_s)
     cost = outcome.objective or 0.0
-    merged_cost = pulp.value(merged.built.cost) or 0.0
+    merged_cost = merged.outcome.objective or 0.0
     same = merged.outcome.status is PlanStatus.OPTIMAL and cost <= merged_cost + 1e-6
     final = RunOutcome(
         PlanStatus.OPTIMAL if same else PlanStatus.FEASIBLE,
         merged.outcome.objective if problem.mode == Mode.GOODPUT else cost,
         dual_bound=merged.outcome.dual_bound,
     )
-    return Solved(split, final, merged.lp_bound, services)
+    return Solved(split, final, merged.lp_bound, read_services(merged.built))
+
+
+def _split_merged(
+    problem: PlacementProblem,
+    groups: aggregate.LocationGroups,
+    merged: BuiltModel,
+    deadline: float,
+    fallback: bool,
+) -> tuple[BuiltModel, RunOutcome]:
+    """`_split` of the plan solved in `merged`."""
+    served = {s.model: s.served_fraction for s in read_services(merged)}
+    counts = aggregate.merged_counts(merged)
+    return _split(problem, groups, counts, served, deadline, fallback=fallback)
+
+
+def _worth_splitting(merged: BuiltModel, splits: list[tuple[BuiltModel, RunOutcome]]) -> bool:
+    """Whether the plan solved in `merged` may split cheaper than every split in `splits`: its
+    merged cost is below theirs (a split never costs less than its merged plan)."""
+    found = [o.objective for _b, o in splits if o.objective is not None]
+    return not found or (pulp.value(merged.cost) or 0.0) < min(found) - 1e-6
 
 
 def _split(
@@ -486,19 +565,44 @@ def _place(
 ) -> dict[XKey, int] | None:
     """Instance counts per real location (None: none found): `aggregate.piece_model` with P/D
     pieces whole (fast, stops within `SPLIT_MIP_GAP`; at least `PIECES_MIN_S`), then, with
-    `INSTANCES_MIN_S` or more left, with every instance a piece, for the time left; the cheaper
-    placement."""
-    found: list[tuple[float, dict[XKey, int]]] = []
-    for whole_pd in (True, False):
-        if not whole_pd and deadline - time.perf_counter() < INSTANCES_MIN_S:
-            break
-        model = aggregate.piece_model(problem, groups, counts, served, whole_pd=whole_pd)
-        limit = max(_left(deadline), PIECES_MIN_S) if whole_pd else _left(deadline - FIX_S) / 2
-        gap = aggregate.SPLIT_MIP_GAP if whole_pd else problem.mip_gap
-        model.lp.solve(solver_command(problem.solver, limit, gap))
-        if model.lp.sol_status in (pulp.LpSolutionOptimal, pulp.LpSolutionIntegerFeasible):
-            found.append((pulp.value(model.lp.objective), aggregate.placed_counts(model)))
-    return min(found, key=lambda f: f[0])[1] if found else None
+    `INSTANCES_MIN_S` or more left, with every instance a piece, started from the first
+    placement, for the time left less `FIX_S`; the cheaper placement."""
+    whole = aggregate.piece_model(problem, groups, counts, served, whole_pd=True)
+    limit = max(_left(deadline), PIECES_MIN_S)
+    whole.lp.solve(solver_command(problem.solver, limit, aggregate.SPLIT_MIP_GAP))
+    found = _placed(whole)
+    if deadline - time.perf_counter() < INSTANCES_MIN_S:
+        return found[1] if found else None
+    apart = aggregate.piece_model(problem, groups, counts, served, whole_pd=False)
+    start = _piece_start(apart, found[1], problem.solver) if found else None
+    limit = _left(deadline - FIX_S)
+    apart.lp.solve(solver_command(problem.solver, limit, problem.mip_gap, start=start))
+    cheapest = min((f for f in (found, _placed(apart)) if f), key=lambda f: f[0], default=None)
+    return cheapest[1] if cheapest else None
+
+
+def _placed(model: aggregate.PieceModel) -> tuple[float, dict[XKey, int]] | None:
+    """The machine cost and placement of a solved piece model, None if it found none."""
+    if model.lp.sol_status in (pulp.LpSolutionOptimal, pulp.LpSolutionIntegerFeasible):
+        return pulp.value(model.lp.objective), aggregate.placed_counts(model)
+    return None
+
+
+def _piece_start(
+    model: aggregate.PieceModel, placed: dict[XKey, int], name: SolverName
+) -> dict[str, float] | None:
+    """Every variable's value in `model` for `placed` (machines and routing solved with the
+    pieces fixed there), as a start: the model then never ends worse than `placed`."""
+    aggregate.fix_pieces(model, aggregate.instance_start(model, placed))
+    model.lp.solve(solver_command(name, PIECES_MIN_S))
+    aggregate.free_pieces(model)
+    if model.lp.sol_status != pulp.LpSolutionOptimal:
+        return None
+    values = _nonzero({v.name: v.value() or 0.0 for v in model.lp.variables()})
+    if name == SolverName.CBC:
+        for var in model.lp.variables():
+            var.setInitialValue(values.get(var.name, 0.0))
+    return values
 
 
 def _improve(built: BuiltModel, solved: RunOutcome, deadline: float, mip_gap: float) -> RunOutcome:

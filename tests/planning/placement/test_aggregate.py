@@ -4,7 +4,7 @@ candidate-template start, and the capacity clipping that tightens the LP bound."
 from __future__ import annotations
 
 import time
-from collections import defaultdict
+from collections import Counter, defaultdict
 from dataclasses import replace
 
 import pytest
@@ -290,11 +290,8 @@ def test_solve_starts_from_the_candidates_only_when_asked(monkeypatch: pytest.Mo
     assert seen == [problem.start_candidates]
 
 
-def test_cost_mode_splits_the_runner_up_too_and_keeps_the_cheaper(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    # 3 req/s on 2-req/s replicas: the LP rents 1.5 machines, so the restricted MILP's plan is
-    # not proven by the LP bound and the full MILP runs; both merged plans get split.
+def _spy_splits(monkeypatch: pytest.MonkeyPatch) -> list[tuple[bool, float | None]]:
+    """Record each `solve._split` call's `fallback` flag and the cost it found."""
     calls: list[tuple[bool, float | None]] = []
     real = solve_module._split
 
@@ -304,12 +301,43 @@ def test_cost_mode_splits_the_runner_up_too_and_keeps_the_cheaper(
         return built, outcome
 
     monkeypatch.setattr(solve_module, "_split", spy)
+    return calls
+
+
+def test_cost_mode_splits_the_restricted_plan_first_and_keeps_the_cheaper_split(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # 3 req/s on 2-req/s replicas: the LP rents 1.5 machines, so the restricted MILP's plan is
+    # not proven by the LP bound and the full MILP runs. The restricted MILP only sees the
+    # dearer template ($2 machines): its plan is split first ($4), then the full MILP's plan,
+    # cheaper merged ($2), is split too, and its split kept.
+    calls = _spy_splits(monkeypatch)
+    monkeypatch.setattr(solve_module, "candidate_ids", lambda *_a: frozenset({"dear"}))
+    templates = (
+        template("cheap", "m", C, (("A", 1),), 2.0),
+        template("dear", "m", C, (("B", 1),), 2.0),
+    )
+    offers = (offer("A", 1, 1.0, 2), offer("B", 1, 2.0, 2))
+    base = PlacementProblem(templates, offers, (demand("m", 3.0),), headroom=0.0)
+    problem = _twin_regions(base, (2, 2))
+    plan = solve(problem)
+    assert [cost for _fallback, cost in calls] == [pytest.approx(4.0), pytest.approx(2.0)]
+    assert plan.cost_usd_per_hr == pytest.approx(2.0)
+    _assert_feasible(problem, plan)
+
+
+def test_a_plan_no_cheaper_merged_than_a_split_in_hand_is_not_split(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # As above with one template: the full MILP's plan costs what the restricted plan's split
+    # costs ($2), so no split of it can be cheaper and it is not split.
+    calls = _spy_splits(monkeypatch)
     templates = (template("c", "m", C, (("A", 1),), 2.0),)
     base = PlacementProblem(templates, (offer("A", 1, 1.0, 2),), (demand("m", 3.0),), headroom=0.0)
     problem = _twin_regions(base, (2, 2))
     plan = solve(problem)
-    assert [fallback for fallback, _ in calls] == [True, False]
-    assert plan.cost_usd_per_hr == pytest.approx(min(cost for _, cost in calls if cost))
+    assert calls == [(False, pytest.approx(2.0))]
+    assert plan.cost_usd_per_hr == pytest.approx(2.0)
     _assert_feasible(problem, plan)
 
 
@@ -332,3 +360,25 @@ def test_split_polish_improves_on_a_bad_placement() -> None:
     assert fixed.objective == pytest.approx(4.0)
     polished = solve_module._improve(split, fixed, time.perf_counter() + 10, 0.0)
     assert polished.objective == pytest.approx(3.0)
+
+
+def test_instance_start_relabels_twin_regions_and_keeps_the_placement() -> None:
+    # As a start for the every-instance model, whose piece i may only use the first i + 1 twin
+    # regions: 3 replicas all in r2 are relabelled to r1; 2 in r2 and 1 in r1 keep that shape.
+    templates = (template("c", "m", C, (("A", 1),), 1.0),)
+    base = PlacementProblem(templates, (offer("A", 1, 1.0, 2),), (demand("m", 3.0),), headroom=0.0)
+    problem = _twin_regions(base, (3, 3))
+    groups = location_groups(problem.offers)
+    r1, r2, od = ("aws", "r1"), ("aws", "r2"), Pricing.ON_DEMAND
+    model = aggregate_module.piece_model(problem, groups, {("c", r1, od): 3}, {}, whole_pd=False)
+    assert list(aggregate_module.instance_start(model, {("c", r2, od): 3}).values()) == [r1] * 3
+    placed = {("c", r2, od): 2, ("c", r1, od): 1}
+    start = aggregate_module.instance_start(model, placed)
+    assert all(loc in model.members[r1][: i + 1] for i, loc in start.items())
+    assert sorted(Counter(start.values()).values()) == [1, 2]
+    values = solve_module._piece_start(model, placed, problem.solver)
+    assert values is not None
+    for var in model.lp.variables():
+        var.varValue = values.get(var.name, 0.0)
+    assert model.lp.valid(1e-6)  # a complete start: machines and routing too
+    assert model.lp.objective.value() == pytest.approx(3.0)
