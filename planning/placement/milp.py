@@ -142,11 +142,17 @@ def slots(problem: PlacementProblem, templates: Iterable[Template]) -> list[XKey
     """Every (template, location, pricing) where each stage fits in one offered machine."""
     sizes = _machine_sizes(problem.offers)
     places = sorted({(loc, c) for (loc, c, _g) in sizes})
+    fits: dict[tuple[tuple[str, int], ...], list[tuple[Location, Pricing]]] = {}
     keys: list[XKey] = []
     for t in templates:
-        for loc, c in places:
-            if all(sizes.get((loc, c, s.gpu_type), 0) >= s.tp for s in t.stages):
-                keys.append((t.template_id, loc, c))
+        need = tuple((s.gpu_type, s.tp) for s in t.stages)  # shared by many templates
+        if need not in fits:
+            fits[need] = [
+                (loc, c)
+                for loc, c in places
+                if all(sizes.get((loc, c, g), 0) >= k for g, k in need)
+            ]
+        keys.extend((t.template_id, loc, c) for loc, c in fits[need])
     return keys
 
 
