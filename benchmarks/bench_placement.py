@@ -41,6 +41,8 @@ TIME_LIMIT_S = 20.0
 D_RUNS = 3
 D_SHORT_LIMIT_S = 2.0
 D_SHORT_RUNS = 5
+D_CURVE_LIMITS_S = (3.0, 5.0, 10.0)  # (d)'s cost against the time limit, between 2 s and 20 s
+D_CURVE_RUNS = 3
 COMMAND = ".venv/bin/python -m benchmarks.run placement"
 
 
@@ -100,6 +102,20 @@ def _median_cost(plans: list[Plan]) -> str:
 
 def _pct(value: float | None) -> str:
     return "n/a" if value is None else f"{value:.1%}"
+
+
+def _curve(d: PlacementProblem, short: list[Plan], runs: list[Plan]) -> str:
+    """(d)'s median cost and solve time per time limit, the 2 s and 20 s runs included."""
+    by_limit = {D_SHORT_LIMIT_S: short}
+    for limit in D_CURVE_LIMITS_S:
+        by_limit[limit] = [solve(replace(d, time_limit_s=limit)) for _ in range(D_CURVE_RUNS)]
+    by_limit[TIME_LIMIT_S] = runs
+    parts = [
+        f"{limit:.0f} s: {_median_cost(plans)} in "
+        f"{statistics.median(p.solve_s for p in plans):.1f} s ({len(plans)} runs)"
+        for limit, plans in sorted(by_limit.items())
+    ]
+    return "Scenario (d), median cost and solve time by time limit: " + "; ".join(parts) + "."
 
 
 def _scenario_rows(problem: PlacementProblem) -> tuple[list[str], Plan]:
@@ -294,6 +310,8 @@ def run() -> str:
         + f"; median {statistics.median(times):.1f} s. The gap at {D_SHORT_LIMIT_S:.0f} s is "
         "to the LP bound only (no time for the MIP's own bound). The limit holds except where "
         "a merged plan must be split from scratch (`SPLIT_MIN_S`).",
+        "",
+        _curve(d, short, runs),
         "",
         *_b_note(plans[next(n for n in plans if n.startswith("b"))]),
         "",
