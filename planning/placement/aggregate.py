@@ -324,10 +324,12 @@ def disaggregation(
     groups: LocationGroups,
     counts: dict[XKey, int],
     served: dict[str, float],
+    extra: frozenset[str] = frozenset(),
 ) -> BuiltModel:
-    """The original problem over the merged plan's templates, each model's demand scaled to the
-    fraction the merged plan serves, cost mode, with the merged counts as per-group totals."""
-    used = {tid for tid, _loc, _c in counts}
+    """The original problem over the merged plan's templates and the `extra` ones, each model's
+    demand scaled to the fraction the merged plan serves, cost mode, with the merged counts as
+    per-group totals (0 for templates the plan does not use: `drop_totals` frees them)."""
+    used = {tid for tid, _loc, _c in counts} | extra
     demands = _served_demands(problem, served)
     restricted = replace(
         problem,
@@ -341,8 +343,8 @@ def disaggregation(
     by_total: dict[XKey, list[pulp.LpVariable]] = defaultdict(list)
     for (tid, loc, c), var in built.x.items():
         by_total[(tid, groups.representative[loc], c)].append(var)
-    for i, (key, n) in enumerate(sorted(counts.items())):
-        built.lp += pulp.lpSum(by_total.get(key, [])) == n, f"{TOTALS_PREFIX}{i}"
+    for i, key in enumerate(sorted(set(counts) | set(by_total))):
+        built.lp += pulp.lpSum(by_total.get(key, [])) == counts.get(key, 0), f"{TOTALS_PREFIX}{i}"
     return built
 
 

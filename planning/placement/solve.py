@@ -22,17 +22,21 @@ the start it was given.
 
 from __future__ import annotations
 
+import itertools
 import math
 import time
+from collections import defaultdict
 from dataclasses import dataclass, replace
 
 import numpy as np
 import pulp
 
+from planning.domain import Pricing
 from planning.placement import aggregate, explain
 from planning.placement.candidates import candidate_ids
 from planning.placement.milp import (
     BuiltModel,
+    Location,
     SolveInfo,
     XKey,
     build,
@@ -55,6 +59,7 @@ SPLIT_S = 1.2
 SPLIT_MIN_S = 1.5  # a split searched from scratch gets at least this, even past the limit
 PIECES_MIN_S = 0.5  # placing a merged plan's pieces gets at least this, even past the limit
 INSTANCES_MIN_S = 0.3  # placing every instance apart is tried only with this much time left
+NEIGHBOURHOOD_S = 1.0  # a split's polish: at most this per neighbourhood (see `_improve`)
 FIX_S = 0.1  # ... and stops this long before the deadline: the fixed split is solved after it
 
 
@@ -466,8 +471,9 @@ def _solve_merged(
     merged than that split (a split never costs less than its merged plan), and the cheaper
     split is kept: the cheapest merged plan need not split best (it may pack machines that,
     split, are half used; seen on scenario (d)), and a split of the restricted plan is at hand
-    however little time the full MILP leaves. If no split is found, the problem is solved with
-    locations apart, with a fresh time limit."""
+    however little time the full MILP leaves. The cheaper split is polished for any time left.
+    If no split is found, the problem is solved with locations apart, with a fresh time
+    limit."""
     share = problem.time_limit_s * SPLIT_TIME_SHARE
     full_deadline = deadline - max(share, SPLIT_S)
     early = problem.mode == Mode.COST  # goodput: plans serve different demand, split the last
@@ -476,23 +482,24 @@ def _solve_merged(
     gate = full_deadline - SPLIT_S if early else full_deadline
     first = _first_plan(merged_problem, merged_start, deadline - share, gate)
     merged = _final_first(merged_problem, first, gate)
-    splits: list[tuple[BuiltModel, RunOutcome]] = []
-    split_from = None
+    # the polish of a split may also use the restricted MILP's candidates (a merged plan can
+    # rely on pooled scarce machines that, split, no longer fit with its own templates)
+    extra = frozenset(first.restricted[0].templates) if first.restricted else frozenset()
+    splits: list[tuple[dict[XKey, int], BuiltModel, RunOutcome]] = []
     if merged is None:
         if early and first.restricted is not None:
-            split_from = first.restricted[0]
             ends = min(time.perf_counter() + SPLIT_S, deadline)
-            splits.append(_split_merged(problem, groups, first.restricted[0], ends, False))
+            splits.append(_split_merged(problem, groups, first.restricted[0], ends, False, extra))
         merged = _full(merged_problem, merged_start, first, full_deadline)
     if merged.outcome.status is PlanStatus.INFEASIBLE:
         return merged
-    if merged.built is not split_from and _worth_splitting(merged.built, splits):
-        found = any(o.objective is not None for _b, o in splits)
-        splits.append(_split_merged(problem, groups, merged.built, deadline, not found))
-    best = min(splits, key=lambda s: s[1].objective if s[1].objective is not None else math.inf)
-    split, outcome = best
+    if _worth_splitting(merged.built, splits):
+        found = any(o.objective is not None for _c, _b, o in splits)
+        splits.append(_split_merged(problem, groups, merged.built, deadline, not found, extra))
+    _counts, split, outcome = min(splits, key=lambda s: _cost_or_inf(s[2]))
     if outcome.status is PlanStatus.INFEASIBLE:
         return _solve_full(problem, start, time.perf_counter() + problem.time_limit_s)
+    outcome = _improve(split, outcome, deadline, problem.mip_gap)  # with any time left
     cost = outcome.objective or 0.0
     merged_cost = merged.outcome.objective or 0.0
     same = merged.outcome.status is PlanStatus.OPTIMAL and cost <= merged_cost + 1e-6
@@ -510,18 +517,31 @@ def _split_merged(
     merged: BuiltModel,
     deadline: float,
     fallback: bool,
-) -> tuple[BuiltModel, RunOutcome]:
-    """`_split` of the plan solved in `merged`."""
+    extra: frozenset[str],
+) -> tuple[dict[XKey, int], BuiltModel, RunOutcome]:
+    """`_split` of the plan solved in `merged`, with the plan's merged counts."""
     served = {s.model: s.served_fraction for s in read_services(merged)}
     counts = aggregate.merged_counts(merged)
-    return _split(problem, groups, counts, served, deadline, fallback=fallback)
+    split, outcome = _split(
+        problem, groups, counts, served, deadline, fallback=fallback, extra=extra
+    )
+    return counts, split, outcome
 
 
-def _worth_splitting(merged: BuiltModel, splits: list[tuple[BuiltModel, RunOutcome]]) -> bool:
-    """Whether the plan solved in `merged` may split cheaper than every split in `splits`: its
-    merged cost is below theirs (a split never costs less than its merged plan)."""
-    found = [o.objective for _b, o in splits if o.objective is not None]
+def _worth_splitting(
+    merged: BuiltModel, splits: list[tuple[dict[XKey, int], BuiltModel, RunOutcome]]
+) -> bool:
+    """Whether the plan solved in `merged` may split cheaper than every split in `splits`: it
+    is not one of theirs and its merged cost is below theirs (a split never costs less than its
+    merged plan)."""
+    if any(counts == aggregate.merged_counts(merged) for counts, _b, _o in splits):
+        return False
+    found = [o.objective for _c, _b, o in splits if o.objective is not None]
     return not found or (pulp.value(merged.cost) or 0.0) < min(found) - 1e-6
+
+
+def _cost_or_inf(outcome: RunOutcome) -> float:
+    return outcome.objective if outcome.objective is not None else math.inf
 
 
 def _split(
@@ -532,13 +552,18 @@ def _split(
     deadline: float,
     *,
     fallback: bool = True,
+    extra: frozenset[str] = frozenset(),
 ) -> tuple[BuiltModel, RunOutcome]:
     """The merged plan's instances over the real locations (`aggregate.disaggregation`) with
-    the instances fixed where `_place` put them: only machines and routing are left to solve.
-    Without a placement, the split is searched from scratch (given at least `SPLIT_MIN_S`, past
-    the deadline if need be: a merged plan that is not split is no plan), then without the
-    merged totals (not with `fallback=False`: then INFEASIBLE)."""
-    split = aggregate.disaggregation(problem, groups, counts, served)
+    the instances fixed where `_place` put them: only machines and routing are left to solve;
+    then polished (`_improve`), where the `extra` templates may be used too (with `SPLIT_S` or
+    more left: they make the model bigger, which costs time however it ends). Without a
+    placement, the split is searched from scratch (given at least `SPLIT_MIN_S`, past the
+    deadline if need be: a merged plan that is not split is no plan), then without the merged
+    totals (not with `fallback=False`: then INFEASIBLE)."""
+    if deadline - time.perf_counter() < SPLIT_S:  # too little time to polish with them
+        extra = frozenset()
+    split = aggregate.disaggregation(problem, groups, counts, served, extra)
     placed = _place(problem, groups, counts, served, deadline)
     if placed is not None:
         aggregate.fix_instances(split, placed)
@@ -606,22 +631,68 @@ def _piece_start(
 
 
 def _improve(built: BuiltModel, solved: RunOutcome, deadline: float, mip_gap: float) -> RunOutcome:
-    """Re-solve the split `built` from its current solution for the time left (if
-    `INSTANCES_MIN_S` or more) without the merged totals: the merged plan's templates stay,
-    their counts may change (a plan that is cheapest merged may leave machines half used once
-    split), stopping within `mip_gap` (the caller's, not `SPLIT_MIP_GAP`); if that ends no
-    better, the current solution is put back."""
+    """Polish the split `built` from its current solution for the time left (if
+    `INSTANCES_MIN_S` or more) without the merged totals: the instance counts may change, over
+    the merged plan's templates and the split's extra ones (a plan that is cheapest merged may
+    leave machines half used once split). A local search over neighbourhoods (`_neighbourhoods`):
+    the counts outside one stay fixed (machines and routing stay free everywhere), the rest is
+    solved from the current plan for at most `NEIGHBOURHOOD_S`, stopping within `mip_gap` (the
+    caller's, not `SPLIT_MIP_GAP`); rounds until one improves nothing. On scenario (d) one MILP
+    over the whole split found nothing in 6 s where the neighbourhoods found 2 %. The best
+    solution found is left in `built`."""
     if deadline - time.perf_counter() < INSTANCES_MIN_S:
         return solved
     aggregate.drop_totals(built)
     built.problem = replace(built.problem, mip_gap=mip_gap)
     values = {v.name: v.value() or 0.0 for v in built.lp.variables()}
-    better = run(built, built.problem.solver, _left(deadline), _nonzero(values))
-    if _better(better, solved, Mode.COST):
-        return better
+    best, improved = solved, True
+    while improved:
+        improved = False
+        for free in _neighbourhoods(built):
+            if deadline - time.perf_counter() < INSTANCES_MIN_S:
+                break
+            limit = min(NEIGHBOURHOOD_S, _left(deadline))
+            outcome = _solve_neighbourhood(built, free, values, limit)
+            if _better(outcome, best, Mode.COST):
+                best, improved = outcome, True
+                values = {v.name: v.value() or 0.0 for v in built.lp.variables()}
     for var in built.lp.variables():
         var.varValue = values[var.name]
-    return solved
+    return best
+
+
+def _neighbourhoods(built: BuiltModel) -> list[set[XKey]]:
+    """The instance counts `_improve` frees at a time: those on one GPU type and pricing class
+    in every location (where scarce machines moved), then those in one pair of locations."""
+    by_gpu: dict[tuple[str, Pricing], set[XKey]] = defaultdict(set)
+    by_location: dict[Location, set[XKey]] = defaultdict(set)
+    for key in built.x:
+        for g in built.templates[key[0]].gpu_vector:
+            by_gpu[(g, key[2])].add(key)
+        by_location[key[1]].add(key)
+    pairs = itertools.combinations(sorted(by_location), 2)
+    used = {tid for (tid, _loc, _c), var in built.x.items() if (var.value() or 0.0) > 0.5}
+    own = {key for key in built.x if key[0] in used}
+    return (
+        [own]
+        + [by_gpu[k] for k in sorted(by_gpu)]
+        + [by_location[a] | by_location[b] for a, b in pairs]
+    )
+
+
+def _solve_neighbourhood(
+    built: BuiltModel, free: set[XKey], values: dict[str, float], limit_s: float
+) -> RunOutcome:
+    """Solve `built` from `values` with the instance counts outside `free` fixed to theirs."""
+    bounds = {key: (var.lowBound, var.upBound) for key, var in built.x.items()}
+    for key, var in built.x.items():
+        if key not in free:
+            var.lowBound = var.upBound = round(values[var.name])
+    try:
+        return run(built, built.problem.solver, limit_s, _nonzero(values))
+    finally:
+        for key, var in built.x.items():
+            var.lowBound, var.upBound = bounds[key]
 
 
 def _nonzero(values: dict[str, float]) -> dict[str, float]:

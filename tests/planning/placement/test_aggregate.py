@@ -382,3 +382,47 @@ def test_instance_start_relabels_twin_regions_and_keeps_the_placement() -> None:
         var.varValue = values.get(var.name, 0.0)
     assert model.lp.valid(1e-6)  # a complete start: machines and routing too
     assert model.lp.objective.value() == pytest.approx(3.0)
+
+
+def test_split_polish_may_switch_to_the_extra_templates() -> None:
+    # The merged plan runs 2 replicas of "dear" ($2 machines); "cheap" ($1 machines) is only
+    # among the extra templates (the restricted MILP's candidates): the polish switches to it.
+    templates = (
+        template("cheap", "m", C, (("A", 1),), 1.0),
+        template("dear", "m", C, (("B", 1),), 1.0),
+    )
+    offers = (offer("A", 1, 1.0, 2), offer("B", 1, 2.0, 2))
+    base = PlacementProblem(templates, offers, (demand("m", 2.0),), headroom=0.0, mip_gap=0.0)
+    problem = _twin_regions(base, (2, 2))
+    groups = location_groups(problem.offers)
+    counts = {("dear", ("aws", "r1"), Pricing.ON_DEMAND): 2}
+    deadline = time.perf_counter() + 10
+    costs = {}
+    for extra in (frozenset(), frozenset({"cheap"})):
+        built, outcome = solve_module._split(problem, groups, counts, {}, deadline, extra=extra)
+        costs[extra] = outcome.objective
+    assert costs == {frozenset(): pytest.approx(4.0), frozenset({"cheap"}): pytest.approx(2.0)}
+    assert {tid for tid, _loc, _c in built.x if (built.x[(tid, _loc, _c)].value() or 0) > 0.5} == {
+        "cheap"
+    }
+
+
+def test_polish_neighbourhoods_free_the_plan_gpu_types_and_location_pairs() -> None:
+    templates = (
+        template("a", "m", C, (("A", 1),), 1.0),
+        template("b", "m", C, (("B", 1),), 1.0),
+    )
+    offers = (offer("A", 1, 1.0, 2), offer("B", 1, 2.0, 2))
+    problem = _twin_regions(PlacementProblem(templates, offers, (demand("m", 2.0),)), (2, 2, 2))
+    built = build(problem)
+    for (tid, _loc, _c), var in built.x.items():
+        var.varValue = 1.0 if tid == "a" else 0.0
+    sets = solve_module._neighbourhoods(built)
+    od = Pricing.ON_DEMAND
+    regions = [("aws", f"r{i}") for i in (1, 2, 3)]
+    assert sets[0] == {("a", r, od) for r in regions}  # the templates the plan uses
+    assert sets[1:3] == [{(t, r, od) for r in regions} for t in ("a", "b")]  # per GPU type
+    assert sets[3:] == [  # per pair of locations
+        {(t, r, od) for t in ("a", "b") for r in pair}
+        for pair in ((regions[0], regions[1]), (regions[0], regions[2]), (regions[1], regions[2]))
+    ]
