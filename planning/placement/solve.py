@@ -471,8 +471,8 @@ def _solve_merged(
     merged than that split (a split never costs less than its merged plan), and the cheaper
     split is kept: the cheapest merged plan need not split best (it may pack machines that,
     split, are half used; seen on scenario (d)), and a split of the restricted plan is at hand
-    however little time the full MILP leaves. The cheaper split is polished for any time left.
-    If no split is found, the problem is solved with locations apart, with a fresh time
+    however little time the full MILP leaves; if that split is kept, its polish goes on for the
+    time left. If no split is found, the problem is solved with locations apart, with a fresh time
     limit."""
     share = problem.time_limit_s * SPLIT_TIME_SHARE
     full_deadline = deadline - max(share, SPLIT_S)
@@ -491,6 +491,7 @@ def _solve_merged(
             ends = min(time.perf_counter() + SPLIT_S, deadline)
             splits.append(_split_merged(problem, groups, first.restricted[0], ends, False, extra))
         merged = _full(merged_problem, merged_start, first, full_deadline)
+    cut_short = splits[0][1] if splits else None  # polished within `SPLIT_S` only
     if merged.outcome.status is PlanStatus.INFEASIBLE:
         return merged
     if _worth_splitting(merged.built, splits):
@@ -499,9 +500,10 @@ def _solve_merged(
     _counts, split, outcome = min(splits, key=lambda s: _cost_or_inf(s[2]))
     if outcome.status is PlanStatus.INFEASIBLE:
         return _solve_full(problem, start, time.perf_counter() + problem.time_limit_s)
-    outcome = _improve(split, outcome, deadline, problem.mip_gap)  # with any time left
+    if split is cut_short:
+        outcome = _improve(split, outcome, deadline, problem.mip_gap)  # with the time left
     cost = outcome.objective or 0.0
-    merged_cost = merged.outcome.objective or 0.0
+    merged_cost = pulp.value(merged.built.cost) or 0.0
     same = merged.outcome.status is PlanStatus.OPTIMAL and cost <= merged_cost + 1e-6
     final = RunOutcome(
         PlanStatus.OPTIMAL if same else PlanStatus.FEASIBLE,
