@@ -580,7 +580,9 @@ def _split(
     if outcome.status is PlanStatus.INFEASIBLE:
         aggregate.drop_totals(split)
         outcome = run(split, problem.solver, limit)
-    return split, outcome
+    if outcome.status is PlanStatus.INFEASIBLE:
+        return split, outcome
+    return split, _improve(split, outcome, deadline, problem.mip_gap)
 
 
 def _place(

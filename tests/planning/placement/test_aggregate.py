@@ -426,3 +426,24 @@ def test_polish_neighbourhoods_free_the_plan_gpu_types_and_location_pairs() -> N
         {(t, r, od) for t in ("a", "b") for r in pair}
         for pair in ((regions[0], regions[1]), (regions[0], regions[2]), (regions[1], regions[2]))
     ]
+
+
+def test_a_split_searched_from_scratch_is_polished_too(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Merged counts of 3 replicas cannot be placed (2 machines in all): the split is searched
+    # from scratch without the totals (2 replicas, $2), then handed to the polish.
+    polished: list[float | None] = []
+    real = solve_module._improve
+
+    def spy(built: object, solved: object, *args: object) -> object:
+        polished.append(solved.objective)  # type: ignore[attr-defined]
+        return real(built, solved, *args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(solve_module, "_improve", spy)
+    templates = (template("c", "m", C, (("A", 1),), 1.0),)
+    base = PlacementProblem(templates, (offer("A", 1, 1.0, 1),), (demand("m", 2.0),), headroom=0.0)
+    problem = _twin_regions(base, (1, 1))
+    groups = location_groups(problem.offers)
+    counts = {("c", ("aws", "r1"), Pricing.ON_DEMAND): 3}
+    _built, outcome = solve_module._split(problem, groups, counts, {}, time.perf_counter() + 5)
+    assert outcome.objective == pytest.approx(2.0)
+    assert polished == [pytest.approx(2.0)]
