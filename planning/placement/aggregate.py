@@ -20,9 +20,10 @@ pieces), started from the first placement (`instance_start`, completed with `fix
 it ends no worse. `disaggregation(problem, groups, counts, served)`, the original problem
 restricted to the merged plan's templates with its counts as per-group totals, is then solved
 with the instances fixed where the pieces went (`fix_instances`: only machines and routing are
-left), and improved from there with the time left. Where no placement of whole pieces exists (a
-P/D piece bigger than any one location), the disaggregation is searched from scratch, and
-without the totals (`drop_totals`) if those cannot be met. A split that reaches the merged cost is optimal.
+left), and improved from there with the time left (`solve._improve`: its `extra` templates may
+then be used too). Where no placement of whole pieces exists (a P/D piece bigger than any one
+location), the disaggregation is searched from scratch, and without the totals (`drop_totals`)
+if those cannot be met. A split that reaches the merged cost is optimal.
 """
 
 from __future__ import annotations
