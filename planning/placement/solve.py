@@ -60,7 +60,7 @@ SPLIT_MIN_S = 1.5  # a split searched from scratch gets at least this, even past
 PIECES_MIN_S = 0.5  # placing a merged plan's pieces gets at least this, even past the limit
 INSTANCES_MIN_S = 0.3  # placing every instance apart is tried only with this much time left
 NEIGHBOURHOOD_S = 1.0  # a split's polish: at most this per neighbourhood (see `_improve`)
-FIX_S = 0.1  # ... and stops this long before the deadline: the fixed split is solved after it
+FIX_S = 0.05  # ... and stops this long before the deadline: the fixed split is solved after it
 
 
 @dataclass(frozen=True, slots=True)
