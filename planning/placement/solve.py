@@ -59,8 +59,8 @@ SPLIT_S = 1.2
 SPLIT_MIN_S = 1.5  # a split searched from scratch gets at least this, even past the limit
 PIECES_MIN_S = 0.5  # placing a merged plan's pieces gets at least this, even past the limit
 INSTANCES_MIN_S = 0.3  # placing every instance apart is tried only with this much time left
-NEIGHBOURHOOD_S = 1.0  # a split's polish: at most this per neighbourhood (see `_improve`)
 FIX_S = 0.05  # ... and stops this long before the deadline: the fixed split is solved after it
+NEIGHBOURHOOD_S = 1.0  # a split's polish: at most this per neighbourhood (see `_improve`)
 
 
 @dataclass(frozen=True, slots=True)
@@ -666,8 +666,9 @@ def _improve(built: BuiltModel, solved: RunOutcome, deadline: float, mip_gap: fl
 
 
 def _neighbourhoods(built: BuiltModel) -> list[set[XKey]]:
-    """The instance counts `_improve` frees at a time: those on one GPU type and pricing class
-    in every location (where scarce machines moved), then those in one pair of locations."""
+    """The instance counts `_improve` frees at a time: those of the templates the plan uses (in
+    every location), then those on one GPU type and pricing class in every location (where
+    scarce machines moved), then those in one pair of locations."""
     by_gpu: dict[tuple[str, Pricing], set[XKey]] = defaultdict(set)
     by_location: dict[Location, set[XKey]] = defaultdict(set)
     for key in built.x:
